@@ -1,0 +1,152 @@
+"""Shared types of grasp: questions, paragraphs, retrieval hits and the closed sets that name them.
+
+Everything else in the package imports from here; this module imports nothing from grasp.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour, spelled out
+
+    class StrEnum(str, enum.Enum):
+        """An enum whose members are strings and print as their value."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class DatasetName(StrEnum):
+    """The multi-hop QA benchmarks grasp loads."""
+
+    HOTPOTQA = "hotpotqa"
+    TWOWIKI = "2wikimultihopqa"
+    MUSIQUE = "musique"
+
+
+class Granularity(StrEnum):
+    """What one retrievable unit of an index is."""
+
+    SENTENCE = "sentence"
+    PARAGRAPH = "paragraph"
+
+
+class Retriever(StrEnum):
+    """Which scorer produced a hit. HYBRID is reciprocal-rank fusion of the other two."""
+
+    DENSE = "dense"
+    BM25 = "bm25"
+    HYBRID = "hybrid"
+
+
+class ToolName(StrEnum):
+    """The tools a policy can call. Which ones an episode offers is configuration."""
+
+    SEMANTIC_SEARCH = "semantic_search"
+    KEYWORD_SEARCH = "keyword_search"
+    READ_PARAGRAPH = "read_paragraph"
+    SEARCH = "search"
+    """Search-R1-style single paragraph search (the baseline tool set)."""
+    ANSWER = "answer"
+
+
+class StopReason(StrEnum):
+    """Why an episode ended."""
+
+    ANSWERED = "answered"
+    TURN_BUDGET = "turn_budget"
+    TOKEN_BUDGET = "token_budget"
+    NO_TOOL_CALL = "no_tool_call"
+    """A final message without a tool call (treated as the answer when configured so)."""
+    GENERATION_ERROR = "generation_error"
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """One context paragraph of a question, as the dataset gives it."""
+
+    title: str
+    sentences: tuple[str, ...]
+    is_supporting: bool = False
+
+    @property
+    def text(self) -> str:
+        """The paragraph's sentences joined by one space (empty sentences dropped)."""
+        return " ".join(s for s in self.sentences if s)
+
+
+@dataclass(frozen=True)
+class SupportingFact:
+    """A gold fact: a sentence of the paragraph at ``paragraph_index`` in ``Question.paragraphs``.
+
+    ``sentence_index`` is None when the dataset marks only the paragraph (``[title, -1]``).
+    """
+
+    title: str
+    paragraph_index: int
+    sentence_index: int | None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multi-hop question in grasp's single schema, whatever the source format."""
+
+    question_id: str
+    dataset: DatasetName
+    question: str
+    answers: tuple[str, ...]
+    """The official answer first, then aliases. Score with the maximum over all of them."""
+    type: str
+    paragraphs: tuple[Paragraph, ...]
+    supporting_facts: tuple[SupportingFact, ...]
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def gold_paragraph_indices(self) -> tuple[int, ...]:
+        """Positions in ``paragraphs`` of the gold (supporting) paragraphs, in order."""
+        return tuple(i for i, p in enumerate(self.paragraphs) if p.is_supporting)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result with its provenance.
+
+    At sentence granularity ``sentence_id`` is the hit sentence and ``text`` its text; at
+    paragraph granularity ``sentence_id`` is None and ``text`` is the whole paragraph.
+    """
+
+    paragraph_id: int
+    sentence_id: int | None
+    title: str
+    text: str
+    score: float
+    retriever: Retriever
+    rank: int
+    """0-based position of the hit in its result list."""
+
+
+@dataclass(frozen=True)
+class EpisodeEvidence:
+    """What the reward and the retrieval metrics need to know about one finished episode.
+
+    Paragraph ids are corpus ``paragraph_id`` values (f(s) of the sentences involved).
+    """
+
+    answer: str | None
+    """The submitted answer, or None when the episode never answered."""
+    gold_answers: tuple[str, ...]
+    gold_paragraph_ids: frozenset[int]
+    """D_g: the question's supporting paragraphs."""
+    semantic_paragraph_ids: frozenset[int]
+    """D_s: paragraphs of every semantic-search hit."""
+    keyword_paragraph_ids: frozenset[int]
+    """D_k: paragraphs of every keyword-search hit."""
+    read_paragraph_ids: frozenset[int]
+    """D_r: paragraphs read (repeated reads count once)."""
+    turns_used: int
+    turn_budget: int
