@@ -1,0 +1,221 @@
+"""The search API: batched dense, BM25 and hybrid search over a built index directory.
+
+Batching is the main API. The rollout engine sends one call per tool per turn for all
+active episodes, so ``search`` takes many queries and encodes them in one forward pass.
+Each query may carry its own scope (the paragraph ids it may see), for the per-question
+distractor setting; unscoped queries search the whole pooled corpus.
+
+Run ``python scripts/build_index.py`` to build a directory, then::
+
+    index = CorpusIndex.load(Path("indexes/hotpotqa-dev"))
+    hits = index.search(["Who directed Ed Wood?"], Retriever.BM25, k=5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from grasp.corpus.bm25 import KeywordIndex
+from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE, IndexConfig
+from grasp.corpus.corpus import SentenceCorpus
+from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
+from grasp.corpus.encoder import DenseEncoder
+from grasp.corpus.manifest import IndexCorruptError, IndexMismatchError, Manifest
+from grasp.types import Granularity, Hit, Retriever
+
+RRF_K = 60
+"""Reciprocal-rank-fusion constant (Cormack et al., 2009)."""
+RRF_DEPTH = 50
+"""How deep into each ranking hybrid search fuses."""
+
+Scope = np.ndarray | None
+
+
+class CorpusIndex:
+    """A loaded index directory: the corpus plus dense and BM25 indexes per granularity."""
+
+    def __init__(
+        self, directory: Path, manifest: Manifest, corpus: SentenceCorpus, config: IndexConfig
+    ) -> None:
+        self.directory = directory
+        self.manifest = manifest
+        self.corpus = corpus
+        self.config = config
+        self.granularities = [Granularity(g) for g in manifest.config["granularities"]]
+        self._dense: dict[Granularity, object] = {}
+        self._vectors: dict[Granularity, np.ndarray] = {}
+        self._keyword: dict[Granularity, KeywordIndex] = {}
+        self._encoder: DenseEncoder | None = None
+
+    @classmethod
+    def load(cls, directory: Path, config: IndexConfig | None = None) -> CorpusIndex:
+        """Open an index directory, checking its files and that it matches ``config``.
+
+        Raises IndexMissingError, IndexCorruptError or IndexMismatchError, each naming the
+        file or field at fault.
+        """
+        directory = Path(directory)
+        config = config or IndexConfig()
+        manifest = Manifest.read(directory)
+        manifest.check_config(config.build_fields())
+        manifest.verify_files(directory, checksums=config.verify == "checksum")
+        corpus = SentenceCorpus.load(directory / "corpus")
+        expected = manifest.corpus
+        if (corpus.num_sentences, corpus.num_paragraphs) != (
+            expected["num_sentences"],
+            expected["num_paragraphs"],
+        ):
+            raise IndexCorruptError(f"{directory / 'corpus'}: counts differ from the manifest")
+        index = cls(directory, manifest, corpus, config)
+        for granularity in index.granularities:
+            index._load_granularity(granularity)
+        return index
+
+    def _load_granularity(self, granularity: Granularity) -> None:
+        unit_dir = self.directory / granularity.value
+        num_units = self.corpus.num_units(granularity)
+        dense = load_dense_index(unit_dir / DENSE_FILE)
+        if dense.ntotal != num_units:
+            raise IndexCorruptError(
+                f"{unit_dir / DENSE_FILE} holds {dense.ntotal} vectors for {num_units} units"
+            )
+        vectors = flat_vectors(dense)
+        if vectors is None:
+            vectors = np.load(unit_dir / EMBEDDINGS_FILE, mmap_mode="r")
+        keyword = KeywordIndex.load(unit_dir / BM25_DIR, self.config.bm25)
+        if keyword.num_units != num_units:
+            raise IndexCorruptError(
+                f"{unit_dir / BM25_DIR} indexes {keyword.num_units} texts for {num_units} units"
+            )
+        self._vectors[granularity] = vectors
+        self._dense[granularity] = configure_search(dense, self.config.dense)
+        self._keyword[granularity] = keyword
+
+    @property
+    def encoder(self) -> DenseEncoder:
+        """The query encoder, loaded on first dense search."""
+        if self._encoder is None:
+            self._encoder = DenseEncoder(self.config.encoder)
+        return self._encoder
+
+    # ------------------------------------------------------------------ search
+
+    def search(
+        self,
+        queries: Sequence[str],
+        retriever: Retriever,
+        k: int = 5,
+        granularity: Granularity = Granularity.SENTENCE,
+        scopes: Sequence[Scope] | None = None,
+    ) -> list[list[Hit]]:
+        """Top-``k`` hits for each query, best first.
+
+        ``scopes[i]``, when given and not None, restricts query ``i`` to the units inside
+        those paragraph ids. Fewer than ``k`` hits come back when fewer units match.
+        """
+        if granularity not in self._dense:
+            raise IndexMismatchError(
+                f"{self.directory} has no {granularity} index (built: {self.granularities})"
+            )
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if not queries:
+            return []
+        if scopes is not None and len(scopes) != len(queries):
+            raise ValueError(f"{len(scopes)} scopes for {len(queries)} queries")
+        ranked = self._rank(list(queries), retriever, k, granularity, scopes)
+        return [self._hits(ids, scores, retriever, granularity) for ids, scores in ranked]
+
+    def _rank(
+        self,
+        queries: list[str],
+        retriever: Retriever,
+        k: int,
+        granularity: Granularity,
+        scopes: Sequence[Scope] | None,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        if retriever is Retriever.HYBRID:
+            depth = max(k, RRF_DEPTH)
+            dense = self._rank(queries, Retriever.DENSE, depth, granularity, scopes)
+            keyword = self._rank(queries, Retriever.BM25, depth, granularity, scopes)
+            return [_fuse(d, w, k) for d, w in zip(dense, keyword, strict=True)]
+        scopes = scopes if scopes is not None else [None] * len(queries)
+        scoped = [i for i, s in enumerate(scopes) if s is not None]
+        free = [i for i, s in enumerate(scopes) if s is None]
+        results: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(queries)
+        if retriever is Retriever.DENSE:
+            vectors = self.encoder.encode_queries(queries)
+            if free:
+                scores, ids = self._dense[granularity].search(vectors[free], k)
+                for row, i in enumerate(free):
+                    results[i] = _valid(ids[row], scores[row])
+            for i in scoped:
+                units = self.corpus.scope_units(scopes[i], granularity)
+                unit_scores = np.asarray(self._vectors[granularity][units], np.float32) @ vectors[i]
+                results[i] = _top(units, unit_scores, k)
+        else:
+            keyword = self._keyword[granularity]
+            if free:
+                ids, scores = keyword.search([queries[i] for i in free], k)
+                for row, i in enumerate(free):
+                    results[i] = _valid(ids[row], scores[row])
+            for i in scoped:
+                units = self.corpus.scope_units(scopes[i], granularity)
+                unit_scores = keyword.score_units(queries[i], units)
+                keep = unit_scores > 0
+                results[i] = _top(units[keep], unit_scores[keep], k)
+        return results  # type: ignore[return-value]
+
+    def _hits(
+        self, ids: np.ndarray, scores: np.ndarray, retriever: Retriever, granularity: Granularity
+    ) -> list[Hit]:
+        corpus = self.corpus
+        hits = []
+        for rank, (unit, score) in enumerate(zip(ids.tolist(), scores.tolist(), strict=True)):
+            if granularity is Granularity.SENTENCE:
+                paragraph_id = corpus.paragraph_of(unit)
+                sentence_id, text = unit, corpus.sentence(unit)
+            else:
+                paragraph_id, sentence_id, text = unit, None, corpus.paragraph_text(unit)
+            hits.append(
+                Hit(
+                    paragraph_id=paragraph_id,
+                    sentence_id=sentence_id,
+                    title=corpus.title(paragraph_id),
+                    text=text,
+                    score=float(score),
+                    retriever=retriever,
+                    rank=rank,
+                )
+            )
+        return hits
+
+
+def _valid(ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keep = ids >= 0
+    return ids[keep].astype(np.int64), scores[keep].astype(np.float32)
+
+
+def _top(units: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    # Stable sort on -score keeps ties in unit-id order, so results are deterministic.
+    order = np.argsort(-scores, kind="stable")[:k]
+    return units[order].astype(np.int64), scores[order].astype(np.float32)
+
+
+def _fuse(
+    dense: tuple[np.ndarray, np.ndarray], keyword: tuple[np.ndarray, np.ndarray], k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reciprocal-rank fusion of two rankings: score(u) = sum over rankings of 1/(60 + rank)."""
+    fused: dict[int, float] = {}
+    for ids, _ in (dense, keyword):
+        for rank, unit in enumerate(ids.tolist()):
+            fused[unit] = fused.get(unit, 0.0) + 1.0 / (RRF_K + rank + 1)
+    if not fused:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    units = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+    scores = np.fromiter(fused.values(), dtype=np.float32, count=len(fused))
+    order = np.lexsort((units, -scores))[:k]
+    return units[order], scores[order]
