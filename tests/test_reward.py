@@ -1,0 +1,355 @@
+"""Tables of hand-computed rewards for grasp.reward, plus config and turn-budget errors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grasp.reward import (
+    DEFAULT_REWARD_CONFIG,
+    RewardBreakdown,
+    RewardConfig,
+    compute_reward,
+    efficiency_reward,
+)
+from grasp.types import EpisodeEvidence
+
+
+def make_evidence(
+    answer: str | None = "big dog",
+    gold_answers: tuple[str, ...] = ("big dog",),
+    gold: Iterable[int] = (1, 2),
+    semantic: Iterable[int] = (),
+    keyword: Iterable[int] = (),
+    read: Iterable[int] = (),
+    turns_used: int = 2,
+    turn_budget: int = 4,
+) -> EpisodeEvidence:
+    return EpisodeEvidence(
+        answer=answer,
+        gold_answers=gold_answers,
+        gold_paragraph_ids=frozenset(gold),
+        semantic_paragraph_ids=frozenset(semantic),
+        keyword_paragraph_ids=frozenset(keyword),
+        read_paragraph_ids=frozenset(read),
+        turns_used=turns_used,
+        turn_budget=turn_budget,
+    )
+
+
+# The reference episode: right answer, read exactly the gold, both searches hit gold, half the
+# budget left. R = 1 + 0.7 * 1 + 0.15 * 1 + 0.15 * 0.5 = 1.925.
+FULL = make_evidence(semantic=(1, 7), keyword=(2, 8), read=(1, 2), turns_used=2, turn_budget=4)
+
+
+def assert_breakdown(
+    got: RewardBreakdown, r_a: float, r_r: float, r_s: float, r_e: float, total: float
+) -> None:
+    assert (got.r_answer, got.r_read, got.r_search, got.r_efficiency, got.total) == pytest.approx(
+        (r_a, r_r, r_s, r_e, total), abs=1e-12
+    )
+
+
+# Columns: evidence, R_A, R_R, R_S, R_E, total (default weights 0.7 / 0.15 / 0.15).
+REWARD_TABLE = [
+    pytest.param(FULL, 1.0, 1.0, 1.0, 0.5, 1.925, id="full"),
+    pytest.param(
+        # F1("the big red dog", "red dog") = 0.8; D_r F1: p = r = 1/2; keyword misses gold;
+        # R_E = (5 - 1) / 5 = 0.8. Total = 0.8 + 0.35 + 0 + 0.12.
+        make_evidence(
+            answer="the big red dog",
+            gold_answers=("red dog",),
+            semantic=(1,),
+            keyword=(3,),
+            read=(1, 3),
+            turns_used=1,
+            turn_budget=5,
+        ),
+        0.8,
+        0.5,
+        0.0,
+        0.8,
+        1.27,
+        id="partial",
+    ),
+    pytest.param(
+        # Never answered: no R_A, no R_E even with budget left, but R_R and R_S stay.
+        make_evidence(answer=None, semantic=(1,), keyword=(2,), read=(1, 2), turns_used=1),
+        0.0,
+        1.0,
+        1.0,
+        0.0,
+        0.85,
+        id="never-answered",
+    ),
+    pytest.param(
+        # F1("red cat", "red dog") = 0.5 exactly: not strictly above the threshold, so no R_E.
+        make_evidence(
+            answer="red cat",
+            gold_answers=("red dog",),
+            gold=(1,),
+            keyword=(1,),
+            read=(1,),
+            turns_used=1,
+        ),
+        0.5,
+        1.0,
+        0.0,
+        0.0,
+        1.2,
+        id="f1-at-threshold",
+    ),
+    pytest.param(
+        # A wrong answer fast earns nothing from efficiency.
+        make_evidence(answer="cat", gold_answers=("dog",), turns_used=1),
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        id="wrong-answer",
+    ),
+    pytest.param(
+        # Over budget clamps R_E to 0.
+        make_evidence(turns_used=6, turn_budget=4),
+        1.0,
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+        id="over-budget",
+    ),
+    pytest.param(
+        make_evidence(turns_used=0, turn_budget=4),
+        1.0,
+        0.0,
+        0.0,
+        1.0,
+        1.15,
+        id="no-turns-used",
+    ),
+    pytest.param(
+        # Alias match; read 4 paragraphs, 1 gold of 2: p = 1/4, r = 1/2, F1 = 1/3.
+        make_evidence(
+            answer="Obama",
+            gold_answers=("Barack Obama", "Obama"),
+            semantic=(2,),
+            read=(1, 5, 6, 7),
+            turns_used=3,
+            turn_budget=4,
+        ),
+        1.0,
+        1 / 3,
+        0.0,
+        0.25,
+        1.0 + 0.7 / 3 + 0.15 * 0.25,
+        id="alias-and-extra-reads",
+    ),
+    pytest.param(
+        # yes/no rule: "no" against "yes" is 0, so no R_E either.
+        make_evidence(answer="no", gold_answers=("yes",), semantic=(1,), keyword=(1,), read=(1,)),
+        0.0,
+        2 / 3,
+        1.0,
+        0.0,
+        0.7 * 2 / 3 + 0.15,
+        id="yes-no",
+    ),
+    pytest.param(
+        # No gold paragraphs (a data defect): retrieval terms pay nothing.
+        make_evidence(gold=(), semantic=(1,), keyword=(1,), read=(1,)),
+        1.0,
+        0.0,
+        0.0,
+        0.5,
+        1.075,
+        id="no-gold-paragraphs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("evidence", "r_a", "r_r", "r_s", "r_e", "total"), REWARD_TABLE)
+def test_reward_table(
+    evidence: EpisodeEvidence, r_a: float, r_r: float, r_s: float, r_e: float, total: float
+) -> None:
+    assert_breakdown(compute_reward(evidence), r_a, r_r, r_s, r_e, total)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "em", "f1"),
+    [
+        (FULL, 1.0, 1.0),
+        (make_evidence(answer="the big red dog", gold_answers=("red dog",)), 0.0, 0.8),
+        (make_evidence(answer=None), 0.0, 0.0),
+        (make_evidence(answer=""), 0.0, 0.0),
+    ],
+)
+def test_answer_metrics(evidence: EpisodeEvidence, em: float, f1: float) -> None:
+    breakdown = compute_reward(evidence)
+    assert (breakdown.em, breakdown.f1) == pytest.approx((em, f1))
+    assert breakdown.r_answer == breakdown.f1
+
+
+def test_duplicate_reads_do_not_matter() -> None:
+    once = make_evidence(read=[1, 2, 9], keyword=[1], semantic=[2])
+    twice = make_evidence(read=[1, 1, 2, 2, 9, 9], keyword=[1, 1], semantic=[2, 2])
+    assert compute_reward(once) == compute_reward(twice)
+    assert compute_reward(once).r_read == pytest.approx(0.8)  # p = 2/3, r = 1
+
+
+# Ablations on FULL (R_A = R_R = R_S = 1, R_E = 0.5): each weight scales only its own term.
+@pytest.mark.parametrize(
+    ("config", "total"),
+    [
+        (RewardConfig(), 1.925),
+        (RewardConfig(alpha=0.0), 1.225),
+        (RewardConfig(beta=0.0), 1.775),
+        (RewardConfig(gamma=0.0), 1.85),
+        (RewardConfig(alpha=0.0, beta=0.0, gamma=0.0), 1.0),
+        (RewardConfig(alpha=1.0, beta=1.0, gamma=1.0), 3.5),
+        (RewardConfig(efficiency_answer_threshold=1.0), 1.85),  # F1 = 1 is not > 1
+    ],
+)
+def test_config_ablations(config: RewardConfig, total: float) -> None:
+    breakdown = compute_reward(FULL, config)
+    assert breakdown.total == pytest.approx(total, abs=1e-12)
+    # Unweighted terms are reported whatever the weights, so ablated runs still log them.
+    assert (breakdown.r_read, breakdown.r_search) == (1.0, 1.0)
+
+
+def test_threshold_gates_efficiency() -> None:
+    partial = make_evidence(answer="the big red dog", gold_answers=("red dog",), turns_used=1)
+    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.79)).r_efficiency == (
+        0.75
+    )
+    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.9)).r_efficiency == 0
+
+
+def test_never_answered_gets_no_efficiency_even_with_a_negative_threshold() -> None:
+    # A negative threshold pays R_E for any answer, even a wrong one, but never for no answer.
+    config = RewardConfig(efficiency_answer_threshold=-1.0)
+    wrong = make_evidence(answer="cat", gold_answers=("dog",), turns_used=1)
+    assert compute_reward(wrong, config).r_efficiency == 0.75
+    assert compute_reward(make_evidence(answer=None, turns_used=1), config).r_efficiency == 0.0
+
+
+def test_default_config_matches_the_paper() -> None:
+    assert DEFAULT_REWARD_CONFIG == RewardConfig(
+        alpha=0.7, beta=0.15, gamma=0.15, efficiency_answer_threshold=0.5
+    )
+    assert compute_reward(FULL) == compute_reward(FULL, DEFAULT_REWARD_CONFIG)
+
+
+def test_config_is_frozen_and_stores_floats() -> None:
+    config = RewardConfig(alpha=1, beta=0, gamma=2)
+    assert (config.alpha, config.beta, config.gamma) == (1.0, 0.0, 2.0)
+    assert all(type(getattr(config, f.name)) is float for f in fields(config))
+    with pytest.raises(FrozenInstanceError):
+        config.alpha = 0.5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"alpha": -0.1}, "alpha"),
+        ({"beta": -1.0}, "beta"),
+        ({"gamma": -1e-9}, "gamma"),
+        ({"alpha": math.nan}, "alpha"),
+        ({"beta": math.inf}, "beta"),
+        ({"gamma": True}, "gamma"),
+        ({"alpha": "0.7"}, "alpha"),
+        ({"efficiency_answer_threshold": math.nan}, "efficiency_answer_threshold"),
+    ],
+)
+def test_invalid_config_raises(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        RewardConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("turn_budget", [0, -1])
+def test_invalid_turn_budget_raises(turn_budget: int) -> None:
+    with pytest.raises(ValueError, match="turn_budget"):
+        compute_reward(make_evidence(turn_budget=turn_budget))
+    # Also for an episode that never answered and so would get no R_E anyway.
+    with pytest.raises(ValueError, match="turn_budget"):
+        compute_reward(make_evidence(answer=None, turn_budget=turn_budget))
+
+
+@pytest.mark.parametrize(
+    ("turns_used", "turn_budget", "expected"),
+    [(0, 4, 1.0), (1, 4, 0.75), (4, 4, 0.0), (9, 4, 0.0), (-2, 4, 1.0), (1, 1, 0.0)],
+)
+def test_efficiency_reward(turns_used: int, turn_budget: int, expected: float) -> None:
+    assert efficiency_reward(turns_used, turn_budget) == expected
+
+
+def test_as_dict_keys_and_values() -> None:
+    assert compute_reward(FULL).as_dict() == pytest.approx(
+        {
+            "reward/R_A": 1.0,
+            "reward/R_R": 1.0,
+            "reward/R_S": 1.0,
+            "reward/R_E": 0.5,
+            "reward/total": 1.925,
+            "answer/em": 1.0,
+            "answer/f1": 1.0,
+        }
+    )
+
+
+def test_as_dict_prefix() -> None:
+    keys = set(compute_reward(FULL).as_dict(prefix="val/reward/"))
+    assert keys == {
+        "val/reward/R_A",
+        "val/reward/R_R",
+        "val/reward/R_S",
+        "val/reward/R_E",
+        "val/reward/total",
+        "answer/em",
+        "answer/f1",
+    }
+
+
+ids = st.frozensets(st.integers(min_value=0, max_value=8), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    answer=st.one_of(st.none(), st.sampled_from(["big dog", "dog", "cat", "yes", "", "the"])),
+    gold=ids,
+    semantic=ids,
+    keyword=ids,
+    read=ids,
+    turns_used=st.integers(min_value=-3, max_value=12),
+    turn_budget=st.integers(min_value=1, max_value=10),
+)
+def test_reward_terms_stay_in_range(
+    answer: str | None,
+    gold: frozenset[int],
+    semantic: frozenset[int],
+    keyword: frozenset[int],
+    read: frozenset[int],
+    turns_used: int,
+    turn_budget: int,
+) -> None:
+    evidence = make_evidence(
+        answer=answer,
+        gold=gold,
+        semantic=semantic,
+        keyword=keyword,
+        read=read,
+        turns_used=turns_used,
+        turn_budget=turn_budget,
+    )
+    b = compute_reward(evidence)
+    for term in (b.r_answer, b.r_read, b.r_search, b.r_efficiency, b.em, b.f1):
+        assert 0.0 <= term <= 1.0
+    assert b.r_search in (0.0, 1.0)
+    assert 0.0 <= b.total <= 1.0 + 0.7 + 0.15 + 0.15
+    if b.r_answer <= 0.5:
+        assert b.r_efficiency == 0.0
