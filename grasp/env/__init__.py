@@ -1,0 +1,1 @@
+"""The policy's environment: tool definitions, tool-call parsing and the episode loop."""

@@ -1,0 +1,363 @@
+"""The one place where a policy's generated text becomes a tool call.
+
+The policy speaks Qwen2.5 function calling: free reasoning text, then one block
+
+    <tool_call>
+    {"name": "semantic_search", "arguments": {"query": "..."}}
+    </tool_call>
+
+``parse_turn`` turns one turn of generated text into a ``ParsedTurn``: the reasoning before the
+call, and either a validated ``ToolCall`` or a typed ``ParseError``. It never raises on any
+string: a malformed call becomes a ``ParseError`` whose message is written for the model and
+becomes its next observation.
+
+Tolerated, because they are harmless: whitespace and newlines around the JSON inside the
+tags; a Markdown code fence around it; ``"parameters"`` instead of ``"arguments"``;
+arguments given as a JSON-encoded string; an OpenAI-style ``{"function": {...}}`` wrapper; a
+one-element JSON list; ``null`` for an optional argument (treated as absent); text after
+``</tool_call>`` (ignored: the environment's observation follows the call).
+
+Argument normalization (the returned ``ToolCall.arguments`` holds only given, non-null
+arguments, already coerced):
+
+- string arguments: a JSON string, or a finite JSON number (``{"answer": 1984}`` → ``"1984"``,
+  so a numeric answer is not lost); surrounding whitespace is stripped; empty is invalid;
+  ``query`` arguments longer than ``max_query_chars`` are invalid. Booleans, lists, objects
+  are invalid (no guessing ``true`` → ``"yes"``).
+- integer arguments: a JSON integer, an integral float (``12.0``), or a string of decimal
+  digits (``"12"``, as small models often quote ids); negative is invalid. Booleans,
+  fractional numbers and other strings are invalid.
+
+The rollout must keep the closing ``</tool_call>`` in the generated text (with vLLM stop
+strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclosed.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from grasp.env.tool_specs import ParamSpec, ToolSpec
+from grasp.types import ToolName
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
+_CODE_FENCE = re.compile(r"\A```[A-Za-z]*\s*(.*?)\s*```\Z", re.DOTALL)
+_DIGITS = re.compile(r"[+-]?[0-9]+")
+# Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
+_MAX_ID_DIGITS = 18
+_KNOWN_TOOLS = frozenset(t.value for t in ToolName)
+
+
+class ParseErrorKind(enum.StrEnum):
+    """Why a turn's text did not yield a runnable tool call."""
+
+    NO_TOOL_CALL = "no_tool_call"
+    MALFORMED_JSON = "malformed_json"
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    """A real ToolName that this episode does not offer."""
+    MISSING_ARGUMENT = "missing_argument"
+    UNEXPECTED_ARGUMENT = "unexpected_argument"
+    INVALID_ARGUMENT = "invalid_argument"
+    MULTIPLE_TOOL_CALLS = "multiple_tool_calls"
+    UNCLOSED_TOOL_CALL = "unclosed_tool_call"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A validated tool call: a tool this episode offers, with normalized arguments."""
+
+    name: ToolName
+    arguments: dict[str, Any]
+    """Only the arguments given (non-null), coerced to their JSON-schema types."""
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """A typed parse failure; ``message`` is written for the model, as its observation."""
+
+    kind: ParseErrorKind
+    message: str
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    """One turn of generated text, parsed. Exactly one of ``call`` and ``error`` is set."""
+
+    reasoning: str
+    """The text before the first <tool_call>, stripped (all of it when there is none)."""
+    call: ToolCall | None = None
+    error: ParseError | None = None
+
+    def __post_init__(self) -> None:
+        if (self.call is None) == (self.error is None):
+            raise ValueError("ParsedTurn needs exactly one of call and error")
+
+
+class _Invalid(Exception):
+    """Internal: raised by the validators, always caught in parse_turn."""
+
+    def __init__(self, kind: ParseErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.error = ParseError(kind, message)
+
+
+def parse_turn(
+    text: str, allowed: Mapping[str, ToolSpec], max_query_chars: int = 512
+) -> ParsedTurn:
+    """Parse one turn of generated text into reasoning plus a tool call or a parse error.
+
+    Args:
+        text: The model's generated text for this turn only (never the prompt or observations).
+        allowed: The tools this episode offers, keyed by name (see ``tool_specs``).
+        max_query_chars: Longest ``query`` argument accepted, after stripping.
+
+    Never raises for a str ``text``.
+    """
+    start = text.find(TOOL_CALL_OPEN)
+    if start < 0:
+        return ParsedTurn(reasoning=text.strip(), error=_no_tool_call(text, allowed))
+    reasoning = text[:start].strip()
+    try:
+        call = _parse_call(text[start + len(TOOL_CALL_OPEN) :], allowed, max_query_chars)
+    except _Invalid as invalid:
+        return ParsedTurn(reasoning=reasoning, error=invalid.error)
+    return ParsedTurn(reasoning=reasoning, call=call)
+
+
+def _parse_call(after_open: str, allowed: Mapping[str, ToolSpec], max_query_chars: int) -> ToolCall:
+    """Validate the text after the first <tool_call>; raise _Invalid on any problem."""
+    count = 1 + after_open.count(TOOL_CALL_OPEN)
+    if count > 1:
+        raise _multiple(count)
+    end = after_open.find(TOOL_CALL_CLOSE)
+    if end < 0:
+        raise _Invalid(
+            ParseErrorKind.UNCLOSED_TOOL_CALL,
+            f"Error: {TOOL_CALL_OPEN} was never closed. Put the JSON call between "
+            f"{TOOL_CALL_OPEN} and {TOOL_CALL_CLOSE}.",
+        )
+    payload = _load_json(after_open[:end])
+    name, raw_arguments = _split_call(payload)
+    spec = _lookup(name, allowed)
+    arguments = _validate_arguments(spec, raw_arguments, max_query_chars)
+    return ToolCall(name=spec.name, arguments=arguments)
+
+
+def _load_json(block: str) -> Any:
+    body = block.strip()
+    fenced = _CODE_FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    if not body:
+        raise _malformed("the tool call is empty")
+    try:
+        return json.loads(body)
+    # ValueError covers JSONDecodeError and over-long integer literals; RecursionError covers
+    # pathologically nested input. Both are the model's text, so both are parse errors.
+    except (ValueError, RecursionError) as exc:
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "unreadable JSON"
+        raise _malformed(f"the tool call is not valid JSON ({detail})") from None
+
+
+def _split_call(payload: Any) -> tuple[str, Any]:
+    """Find the tool name and the raw arguments in the decoded JSON."""
+    if isinstance(payload, list):
+        if len(payload) > 1:
+            raise _multiple(len(payload))
+        payload = payload[0] if payload else None
+    if not isinstance(payload, dict):
+        raise _malformed("the tool call must be one JSON object")
+    if isinstance(payload.get("function"), dict) and "name" not in payload:
+        payload = payload["function"]  # OpenAI-style {"type": "function", "function": {...}}
+    name = payload.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise _malformed('the tool call has no "name" string')
+    raw_arguments = payload.get("arguments", payload.get("parameters"))
+    if isinstance(raw_arguments, str):
+        try:
+            raw_arguments = json.loads(raw_arguments) if raw_arguments.strip() else {}
+        except (ValueError, RecursionError):
+            raise _malformed('"arguments" is a string that is not a JSON object') from None
+    if raw_arguments is None:
+        raw_arguments = {}
+    if not isinstance(raw_arguments, dict):
+        raise _malformed('"arguments" must be a JSON object')
+    return name.strip(), raw_arguments
+
+
+def _lookup(name: str, allowed: Mapping[str, ToolSpec]) -> ToolSpec:
+    spec = allowed.get(name)
+    if spec is not None:
+        return spec
+    available = _available(allowed)
+    if name in _KNOWN_TOOLS:
+        raise _Invalid(
+            ParseErrorKind.TOOL_NOT_ALLOWED,
+            f'Error: tool "{_clip(name)}" is not available here. Available tools: {available}.',
+        )
+    raise _Invalid(
+        ParseErrorKind.UNKNOWN_TOOL,
+        f'Error: unknown tool "{_clip(name)}". Available tools: {available}.',
+    )
+
+
+def _validate_arguments(
+    spec: ToolSpec, raw: dict[str, Any], max_query_chars: int
+) -> dict[str, Any]:
+    """Check raw arguments against the spec and return them normalized."""
+    unexpected = [key for key in raw if key not in spec.parameters]
+    if unexpected:
+        raise _Invalid(
+            ParseErrorKind.UNEXPECTED_ARGUMENT,
+            f'Error: {spec.name} got an unexpected argument "{_clip(unexpected[0])}". '
+            f"It takes: {_signature(spec)}. Example: {_example(spec)}",
+        )
+    given = {key: value for key, value in raw.items() if value is not None}
+    for arg, param in spec.parameters.items():
+        if param.required and arg not in given:
+            raise _Invalid(
+                ParseErrorKind.MISSING_ARGUMENT,
+                f'Error: {spec.name} is missing the required argument "{arg}". '
+                f"Example: {_example(spec)}",
+            )
+    if spec.exactly_one_of:
+        chosen = [arg for arg in spec.exactly_one_of if arg in given]
+        if len(chosen) != 1:
+            options = " or ".join(spec.exactly_one_of)
+            raise _invalid(spec, f"give exactly one of {options}, not {len(chosen)}")
+    return {
+        arg: _coerce(spec, arg, spec.parameters[arg], value, max_query_chars)
+        for arg, value in given.items()
+    }
+
+
+def _coerce(spec: ToolSpec, arg: str, param: ParamSpec, value: Any, max_query_chars: int) -> Any:
+    if param.json_type == "integer":
+        return _coerce_int(spec, arg, value)
+    if param.json_type == "string":
+        return _coerce_str(spec, arg, value, max_query_chars)
+    return value  # No tool has other types yet; pass them through unchecked.
+
+
+def _coerce_int(spec: ToolSpec, arg: str, value: Any) -> int:
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None  # bool is an int subclass; true is not an id
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        digits = value.strip()
+        number = int(digits) if len(digits.lstrip("+-")) <= _MAX_ID_DIGITS else None
+    if number is None:
+        raise _invalid(spec, f"{arg} must be an integer id, got {_show(value)}")
+    if number < 0:
+        raise _invalid(spec, f"{arg} must not be negative, got {number}")
+    return number
+
+
+def _coerce_str(spec: ToolSpec, arg: str, value: Any, max_query_chars: int) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
+        value = str(value)
+    if not isinstance(value, str):
+        raise _invalid(spec, f"{arg} must be a string, got {_show(value)}")
+    value = value.strip()
+    if not value:
+        raise _invalid(spec, f"{arg} must not be empty")
+    if arg == "query" and len(value) > max_query_chars:
+        raise _invalid(
+            spec, f"{arg} is {len(value)} characters long; keep it under {max_query_chars}"
+        )
+    return value
+
+
+def _finite(number: int | float) -> bool:
+    return isinstance(number, int) or math.isfinite(number)
+
+
+# --- messages for the model -------------------------------------------------------------
+
+
+def _no_tool_call(text: str, allowed: Mapping[str, ToolSpec]) -> ParseError:
+    if TOOL_CALL_CLOSE in text:
+        problem = f"{TOOL_CALL_CLOSE} without an opening {TOOL_CALL_OPEN}"
+    else:
+        problem = "no tool call found"
+    lines = [f"Error: {problem}. Call exactly one tool per turn, e.g."]
+    example = next((s for s in allowed.values() if s.name != ToolName.ANSWER), None)
+    example = example or next(iter(allowed.values()), None)
+    if example is not None:
+        lines.append(f"{TOOL_CALL_OPEN}\n{_example(example)}\n{TOOL_CALL_CLOSE}")
+    if ToolName.ANSWER in allowed:
+        lines.append("To give your final answer, call answer.")
+    return ParseError(ParseErrorKind.NO_TOOL_CALL, "\n".join(lines))
+
+
+def _malformed(problem: str) -> _Invalid:
+    return _Invalid(
+        ParseErrorKind.MALFORMED_JSON,
+        f"Error: {problem}. Write exactly one JSON object between the tags: "
+        f'{TOOL_CALL_OPEN}\n{{"name": <tool-name>, "arguments": {{...}}}}\n{TOOL_CALL_CLOSE}',
+    )
+
+
+def _multiple(count: int) -> _Invalid:
+    return _Invalid(
+        ParseErrorKind.MULTIPLE_TOOL_CALLS,
+        f"Error: found {count} tool calls; none was run. Call exactly one tool per turn.",
+    )
+
+
+def _invalid(spec: ToolSpec, problem: str) -> _Invalid:
+    return _Invalid(
+        ParseErrorKind.INVALID_ARGUMENT,
+        f"Error: invalid arguments for {spec.name}: {problem}. Example: {_example(spec)}",
+    )
+
+
+def _available(allowed: Mapping[str, ToolSpec]) -> str:
+    return ", ".join(str(name) for name in allowed) or "(none)"
+
+
+def _signature(spec: ToolSpec) -> str:
+    parts = [
+        f"{arg} ({param.json_type}{', required' if param.required else ''})"
+        for arg, param in spec.parameters.items()
+    ]
+    if spec.exactly_one_of:
+        parts.append(f"exactly one of {' or '.join(spec.exactly_one_of)}")
+    return ", ".join(parts)
+
+
+def _example(spec: ToolSpec) -> str:
+    """A valid call of the tool, with placeholders, as the model should write it."""
+    placeholders = {"string": '"..."', "integer": "<integer>"}
+    wanted = [arg for arg, param in spec.parameters.items() if param.required]
+    if spec.exactly_one_of:
+        wanted.append(spec.exactly_one_of[0])
+    arguments = ", ".join(
+        f'"{arg}": {placeholders.get(spec.parameters[arg].json_type, "...")}' for arg in wanted
+    )
+    return f'{{"name": "{spec.name}", "arguments": {{{arguments}}}}}'
+
+
+def _show(value: Any) -> str:
+    """A short JSON rendering of a bad value, so the message stays short."""
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        shown = type(value).__name__
+    return _clip(shown)
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
