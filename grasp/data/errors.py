@@ -1,0 +1,105 @@
+"""Errors of the data-loading layer, and the checked field access that raises them.
+
+``DataFormatError`` reports a malformed file or record; ``HubUnavailableError`` an unreachable
+Hugging Face hub. ``RecordContext`` is what the converters use to read a record's fields, so
+that every bad field becomes a ``DataFormatError`` naming the file, line or record, and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext"]
+
+
+class DataFormatError(ValueError):
+    """A data file or record does not have the expected layout.
+
+    The message names the file, the line (JSON Lines) or record (JSON list) and the field, so
+    that the bad input can be found without a debugger.
+    """
+
+    def __init__(
+        self,
+        source: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        record: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.source = str(source)
+        self.problem = problem
+        self.line = line
+        """1-based line number in a JSON Lines file, when known."""
+        self.record = record
+        """0-based position of the record in a JSON list, when known."""
+        self.field = field
+        """The missing or invalid field, e.g. ``paragraphs[3].sentences``."""
+        where = [self.source]
+        if line is not None:
+            where.append(f"line {line}")
+        if record is not None:
+            where.append(f"record {record}")
+        what = f"field '{field}': {problem}" if field else problem
+        super().__init__(f"{', '.join(where)}: {what}")
+
+
+class HubUnavailableError(RuntimeError):
+    """The Hugging Face hub could not be reached (offline, blocked, or the repo is missing)."""
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
+               dict: "an object"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """Where a record came from, and checked access to its fields.
+
+    Every accessor raises :class:`DataFormatError` naming this place and the field, so the
+    converters never fail with a bare ``KeyError`` or silently accept a wrong type.
+    """
+
+    source: str
+    line: int | None = None
+    record: int | None = None
+
+    def error(self, problem: str, field: str | None = None) -> DataFormatError:
+        """A :class:`DataFormatError` for this record (returned, for the caller to raise)."""
+        return DataFormatError(
+            self.source, problem, line=self.line, record=self.record, field=field
+        )
+
+    def check(self, value: Any, kind: type, field: str) -> Any:
+        """``value`` itself when it is of ``kind`` (bools are not integers here)."""
+        wrong_bool = kind is int and isinstance(value, bool)
+        if not isinstance(value, kind) or wrong_bool:
+            name = _KIND_NAMES.get(kind, kind.__name__)
+            raise self.error(f"expected {name}, got {type(value).__name__}", field)
+        return value
+
+    def require(self, mapping: Mapping[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+        """``mapping[key]``, which must be present and of ``kind``."""
+        field = f"{prefix}{key}"
+        if key not in mapping or mapping[key] is None:
+            raise self.error("missing", field)
+        return self.check(mapping[key], kind, field)
+
+    def optional(
+        self, mapping: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = ""
+    ) -> Any:
+        """``mapping[key]`` when present and not None, else ``default``; checked like require."""
+        if mapping.get(key) is None:
+            return default
+        return self.check(mapping[key], kind, f"{prefix}{key}")
+
+    def strings(self, value: Any, field: str) -> tuple[str, ...]:
+        """``value`` as a tuple of strings; it must be a list whose items are all strings."""
+        items = self.check(value, list, field)
+        for position, item in enumerate(items):
+            self.check(item, str, f"{field}[{position}]")
+        return tuple(items)
