@@ -85,6 +85,20 @@ class IndexConfig:
         }
 
 
+def config_from_manifest(build_fields: dict[str, Any]) -> IndexConfig:
+    """The IndexConfig that built an index, with default search-time settings."""
+    config = IndexConfig(
+        granularities=list(build_fields["granularities"]),
+        prepend_title=build_fields["prepend_title"],
+        bm25=BM25Config(**build_fields["bm25"]),
+    )
+    for name, value in build_fields["encoder"].items():
+        setattr(config.encoder, name, value)
+    for name, value in build_fields["dense"].items():
+        setattr(config.dense, name, value)
+    return config
+
+
 def build_index(
     questions: Sequence[Question],
     config: IndexConfig,

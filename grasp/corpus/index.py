@@ -19,7 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from grasp.corpus.bm25 import KeywordIndex
-from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE, IndexConfig
+from grasp.corpus.build import (
+    BM25_DIR,
+    DENSE_FILE,
+    EMBEDDINGS_FILE,
+    IndexConfig,
+    config_from_manifest,
+)
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
 from grasp.corpus.encoder import DenseEncoder
@@ -54,12 +60,14 @@ class CorpusIndex:
     def load(cls, directory: Path, config: IndexConfig | None = None) -> CorpusIndex:
         """Open an index directory, checking its files and that it matches ``config``.
 
+        Without ``config``, the index is searched as it was built (default search settings).
         Raises IndexMissingError, IndexCorruptError or IndexMismatchError, each naming the
         file or field at fault.
         """
         directory = Path(directory)
-        config = config or IndexConfig()
         manifest = Manifest.read(directory)
+        if config is None:
+            config = config_from_manifest(manifest.config)
         manifest.check_config(config.build_fields())
         manifest.verify_files(directory, checksums=config.verify == "checksum")
         corpus = SentenceCorpus.load(directory / "corpus")

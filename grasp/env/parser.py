@@ -34,7 +34,6 @@ strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclo
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import re
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grasp.env.tool_specs import ParamSpec, ToolSpec
-from grasp.types import ToolName
+from grasp.types import StrEnum, ToolName
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -55,7 +54,7 @@ _MAX_ID_DIGITS = 18
 _KNOWN_TOOLS = frozenset(t.value for t in ToolName)
 
 
-class ParseErrorKind(enum.StrEnum):
+class ParseErrorKind(StrEnum):
     """Why a turn's text did not yield a runnable tool call."""
 
     NO_TOOL_CALL = "no_tool_call"

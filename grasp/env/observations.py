@@ -1,0 +1,65 @@
+"""How tool results are shown to the policy: the text of every observation in one place.
+
+Retrieved text is data. It only ever appears inside these observations, which the rollout
+places in tool-result messages and tokenizes so that special-token strings in a document
+stay plain text; the parser never reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from grasp.types import Hit, ToolName
+
+SYSTEM_PROMPT = """\
+You answer multi-hop questions by searching a corpus of Wikipedia paragraphs, split into \
+sentences. Each turn, think briefly, then call exactly one tool inside <tool_call></tool_call> \
+tags. Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use read_paragraph to \
+read the whole paragraph around a useful sentence. Search again with new words when a hop \
+is missing. When you know the answer, call answer with a short answer (a name, date, number, \
+or yes/no), not a sentence. You have a limited number of turns; every call uses one."""
+
+
+def user_prompt(question: str, turn_budget: int) -> str:
+    """The first user message: the question and the turn budget T."""
+    return f"Question: {question}\nYou have {turn_budget} turns."
+
+
+def turns_left_line(turns_left: int) -> str:
+    noun = "turn" if turns_left == 1 else "turns"
+    return f"[{turns_left} {noun} left]"
+
+
+def clip(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters, saying so, so a huge paragraph cannot flood context."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 14, 0)] + " [...truncated]"
+
+
+def format_hits(tool: ToolName, query: str, hits: Sequence[Hit], max_chars: int) -> str:
+    """Search results, one numbered line per hit (a sentence or a whole paragraph)."""
+    if not hits:
+        return f'{tool}("{query}"): no results. Try other words.'
+    lines = [f'{tool}("{query}"):']
+    for number, hit in enumerate(hits, start=1):
+        if hit.sentence_id is None:
+            label = f'[p{hit.paragraph_id} "{hit.title}"]'
+        else:
+            label = f'[s{hit.sentence_id} p{hit.paragraph_id} "{hit.title}"]'
+        lines.append(f"{number}. {label} {clip(hit.text, max_chars)}")
+    return "\n".join(lines)
+
+
+def format_paragraph(
+    paragraph_id: int, title: str, sentences: Sequence[str], first_sentence_id: int, max_chars: int
+) -> str:
+    """A whole paragraph with the id of each sentence."""
+    body = " ".join(
+        f"(s{first_sentence_id + offset}) {text}" for offset, text in enumerate(sentences) if text
+    )
+    return f'read_paragraph p{paragraph_id} "{title}":\n{clip(body, max_chars)}'
+
+
+def format_error(message: str) -> str:
+    return message if message.startswith("Error") else f"Error: {message}"
