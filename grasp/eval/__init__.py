@@ -1,0 +1,1 @@
+"""Evaluation: single-step retrieval recall, and (later) policy evaluation over the environment."""

@@ -1,0 +1,1 @@
+"""Rollouts: policies (generation backends) and the batched multi-turn engine."""

@@ -1,0 +1,183 @@
+"""The batched multi-turn rollout engine: B questions x G samples as concurrent episodes.
+
+Each turn: one generation call for every active episode, then one ``env.step`` (which parses
+every turn and runs each tool's calls as one batched search), then the observation ids are
+appended to each episode's token trace. Repeat until every episode has stopped; then score
+each episode with the reward and return the trajectories.
+
+    engine = RolloutEngine(env, policy, RolloutConfig(group_size=4), chat=chat_tokenizer)
+    batch = engine.run(questions)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from grasp.env.environment import Episode, RetrievalEnvironment
+from grasp.reward import RewardConfig, compute_reward
+from grasp.rollout.chat import ChatTokenizer, TokenTrace
+from grasp.rollout.policy import Generation, GenerationRequest, Policy, SamplingConfig
+from grasp.rollout.trajectory import Trajectory
+from grasp.types import Question, StopReason
+
+
+@dataclass
+class RolloutConfig:
+    """How many samples per question and how much each episode may generate."""
+
+    group_size: int = 1
+    """G: samples per question (GRPO's group)."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Temperature, top-p, tokens per turn and seed."""
+    max_context_tokens: int = 4096
+    """Token budget of an episode (prompt + all turns); past it the episode stops."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Weights of the composite reward."""
+
+
+@dataclass
+class RolloutTimings:
+    """Wall-clock seconds of one rollout, split by who spent them."""
+
+    generation: float = 0.0
+    environment: float = 0.0
+    """Parsing, searches, observation formatting and tokenization."""
+    total: float = 0.0
+    turns: int = 0
+    """Turns of the slowest episode (number of generation calls)."""
+
+
+@dataclass
+class RolloutBatch:
+    trajectories: list[Trajectory]
+    timings: RolloutTimings
+
+
+class RolloutEngine:
+    """Runs a policy in the environment, many episodes at once."""
+
+    def __init__(
+        self,
+        env: RetrievalEnvironment,
+        policy: Policy,
+        config: RolloutConfig,
+        chat: ChatTokenizer | None = None,
+    ) -> None:
+        """``chat`` enables token bookkeeping (needed for training); without it,
+        episodes carry messages only (evaluation of chat-level policies)."""
+        self.env = env
+        self.policy = policy
+        self.config = config
+        self.chat = chat
+
+    def run(self, questions: Sequence[Question], group_size: int | None = None) -> RolloutBatch:
+        """Roll out ``group_size`` (default config.group_size) episodes per question."""
+        started = time.perf_counter()
+        timings = RolloutTimings()
+        g = group_size or self.config.group_size
+        episodes = [
+            self.env.reset(question, group_id=qi, sample_index=si)
+            for qi, question in enumerate(questions)
+            for si in range(g)
+        ]
+        traces = [self._new_trace(e) for e in episodes]
+        while True:
+            active = [i for i, e in enumerate(episodes) if not e.done]
+            active = [i for i in active if self._has_room(episodes[i], traces[i])]
+            if not active:
+                break
+            timings.turns += 1
+            t0 = time.perf_counter()
+            generations = self.policy.generate(
+                [self._request(episodes[i], traces[i]) for i in active],
+                self._turn_sampling(timings.turns),
+            )
+            t1 = time.perf_counter()
+            timings.generation += t1 - t0
+            self._apply(
+                [episodes[i] for i in active], [traces[i] for i in active], generations
+            )
+            timings.environment += time.perf_counter() - t1
+        trajectories = []
+        for episode, trace in zip(episodes, traces, strict=True):
+            reward = compute_reward(episode.evidence(), self.config.reward)
+            trajectories.append(Trajectory.from_episode(episode, reward, trace))
+        timings.total = time.perf_counter() - started
+        return RolloutBatch(trajectories, timings)
+
+    # ------------------------------------------------------------------ one turn
+
+    def _new_trace(self, episode: Episode) -> TokenTrace | None:
+        if self.chat is None:
+            return None
+        return TokenTrace(prompt_ids=self.chat.prompt_ids(episode.messages))
+
+    def _has_room(self, episode: Episode, trace: TokenTrace | None) -> bool:
+        """Stop an episode whose context cannot fit one more token."""
+        if trace is not None and trace.length >= self.config.max_context_tokens:
+            self.env.stop(episode, StopReason.TOKEN_BUDGET)
+            return False
+        return True
+
+    def _request(self, episode: Episode, trace: TokenTrace | None) -> GenerationRequest:
+        budget = self.config.sampling.max_new_tokens
+        if trace is not None:
+            budget = min(budget, self.config.max_context_tokens - trace.length)
+        return GenerationRequest(
+            messages=list(episode.messages),
+            token_ids=trace.context_ids if trace is not None else None,
+            max_new_tokens=budget,
+            request_id=episode.episode_id,
+        )
+
+    def _turn_sampling(self, turn: int) -> SamplingConfig:
+        # A distinct seed per turn: the same seed each turn would correlate the samples.
+        base = self.config.sampling
+        return SamplingConfig(base.temperature, base.top_p, base.max_new_tokens, base.seed + turn)
+
+    def _apply(
+        self,
+        episodes: Sequence[Episode],
+        traces: Sequence[TokenTrace | None],
+        generations: Sequence[Generation],
+    ) -> None:
+        if len(generations) != len(episodes):
+            raise RuntimeError(
+                f"policy returned {len(generations)} generations for {len(episodes)} requests"
+            )
+        stepping = []
+        for episode, trace, generation in zip(episodes, traces, generations, strict=True):
+            if generation.error is not None:
+                self.env.stop(episode, StopReason.GENERATION_ERROR)
+                continue
+            if trace is not None:
+                self._record_generation(trace, generation)
+            stepping.append((episode, trace, generation))
+        if not stepping:
+            return
+        self.env.step([e for e, _, _ in stepping], [g.text for _, _, g in stepping])
+        for episode, trace, generation in stepping:
+            if trace is None or episode.done:
+                continue
+            assert self.chat is not None
+            if not _ended_turn(generation, self.chat.end_of_turn_id):
+                # The model ran out of tokens mid-turn: close its turn for it (mask 0).
+                trace.add_inserted([self.chat.end_of_turn_id])
+            trace.add_inserted(self.chat.tool_turn_ids(episode.messages[-1]["content"]))
+
+    def _record_generation(self, trace: TokenTrace, generation: Generation) -> None:
+        assert self.chat is not None
+        if generation.token_ids is not None:
+            trace.add_generated(generation.token_ids, generation.logprobs)
+            return
+        # Chat-level policy: its text stands for what it generated, end of turn included.
+        ids = self.chat.text_ids(generation.text) + [self.chat.end_of_turn_id]
+        trace.add_generated(ids, None)
+
+
+def _ended_turn(generation: Generation, end_of_turn_id: int) -> bool:
+    if generation.token_ids is None:
+        return True  # text-only generations were closed in _record_generation
+    return bool(generation.token_ids) and generation.token_ids[-1] == end_of_turn_id

@@ -1,0 +1,114 @@
+"""Policies without a language model: scripted turns for tests, and a heuristic search agent.
+
+``ScriptedPolicy`` replays given texts (tests use it to drive the environment exactly).
+``HeuristicSearchPolicy`` is a baseline that needs no LLM: both searches on the question,
+read the top paragraphs, search again with the question plus what was read, then answer
+with a title. Its recall tells how much the environment lets a policy find in T turns.
+Both act only on what a model would see: the messages of the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
+
+_HIT = re.compile(r'^\d+\. \[(?:s(\d+) )?p(\d+) "(.*?)"\]', re.MULTILINE)
+_TURNS_LEFT = re.compile(r"\[(\d+) turns? left\]")
+_YES_NO_START = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ")
+
+
+def tool_call_text(name: str, reasoning: str = "", **arguments: object) -> str:
+    """The text of one Qwen-style tool call, as a model would write it."""
+    payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    prefix = f"{reasoning}\n" if reasoning else ""
+    return f"{prefix}<tool_call>\n{payload}\n</tool_call>"
+
+
+class ScriptedPolicy:
+    """Replays scripted turns: ``script(request)`` returns the text of the next turn."""
+
+    def __init__(self, script: Callable[[GenerationRequest], str]) -> None:
+        self.script = script
+
+    @classmethod
+    def from_turns(cls, turns: Mapping[str, Sequence[str]]) -> ScriptedPolicy:
+        """Turn ``n`` of episode ``request_id`` is ``turns[request_id][n]``."""
+
+        def script(request: GenerationRequest) -> str:
+            done = sum(1 for m in request.messages if m["role"] == "assistant")
+            return turns[request.request_id][done]
+
+        return cls(script)
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+    ) -> list[Generation]:
+        return [Generation(text=self.script(request)) for request in requests]
+
+
+class HeuristicSearchPolicy:
+    """A fixed search-then-read plan over the conversation; no model involved."""
+
+    def __init__(self, reads: int = 2) -> None:
+        self.reads = reads
+        """How many top paragraphs to read after the two first searches."""
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+    ) -> list[Generation]:
+        return [Generation(text=self.next_turn(request.messages)) for request in requests]
+
+    def next_turn(self, messages: Sequence[Mapping[str, str]]) -> str:
+        question = _question(messages)
+        tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        turns_left = _turns_left(tool_texts)
+        hits = [hit for text in tool_texts for hit in _HIT.findall(text)]
+        read = {title for text in tool_texts for title in _read_titles(text)}
+        if turns_left == 1 or turn >= 3 + self.reads:
+            return tool_call_text("answer", answer=_guess(question, hits))
+        if turn == 0:
+            return tool_call_text("semantic_search", query=question)
+        if turn == 1:
+            return tool_call_text("keyword_search", query=question)
+        unread = [h for h in hits if h[2] not in read]
+        if turn < 2 + self.reads and unread:
+            sentence_id, paragraph_id, _ = unread[0]
+            if sentence_id:
+                return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
+            return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+        bridge = " ".join(sorted(read)) or (hits[0][2] if hits else "")
+        return tool_call_text("semantic_search", query=f"{question} {bridge}".strip())
+
+
+def _question(messages: Sequence[Mapping[str, str]]) -> str:
+    user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    first_line = user.splitlines()[0] if user else ""
+    return first_line.removeprefix("Question: ").strip()
+
+
+def _turns_left(tool_texts: Sequence[str]) -> int | None:
+    if not tool_texts:
+        return None
+    found = _TURNS_LEFT.findall(tool_texts[-1])
+    return int(found[-1]) if found else None
+
+
+def _read_titles(text: str) -> list[str]:
+    match = re.match(r'read_paragraph p\d+ "(.*?)":', text)
+    return [match.group(1)] if match else []
+
+
+def _guess(question: str, hits: Sequence[tuple[str, str, str]]) -> str:
+    """Yes for a yes/no question; else the first hit title the question does not mention."""
+    if question.lower().startswith(_YES_NO_START):
+        return "yes"
+    lowered = question.lower()
+    for _, _, title in hits:
+        name = re.sub(r"\s*\(.*?\)$", "", title)
+        if name and name.lower() not in lowered:
+            return name
+    return hits[0][2] if hits else "unknown"

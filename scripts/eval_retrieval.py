@@ -1,0 +1,85 @@
+"""Single-step retrieval recall on each bundled dev set: the reference table for every policy.
+
+    python scripts/eval_retrieval.py out=runs/eval_retrieval.json
+    python scripts/eval_retrieval.py 'datasets=[hotpotqa]' k=5 n=500
+
+Each dataset is searched in its own pooled index (built, or reused, under indexes/). Writes
+JSON shaped {dataset: {granularity: {retriever: {"recall", "all_gold", "recall_ci", "n"}}}}
+and prints it as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from grasp.config import (
+    REPO_ROOT,
+    DatasetConfig,
+    EvalRetrievalConfig,
+    dataset_path,
+    register_configs,
+    to_dataclass,
+)
+from grasp.corpus import CorpusIndex, build_index
+from grasp.data import load_questions, sample_questions
+from grasp.eval.single_step import single_step_recall
+from grasp.types import Granularity, Retriever
+
+log = logging.getLogger("eval_retrieval")
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="eval_retrieval")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, EvalRetrievalConfig)
+    index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
+    results: dict[str, dict[str, dict[str, dict[str, object]]]] = {}
+    for name in config.datasets:
+        path = dataset_path(DatasetConfig(name=name), config.split)
+        questions = load_questions(name, "normalized", path=path, split=config.split)
+        directory = index_root / f"{name}-{config.split}"
+        source = {"dataset": str(name), "split": config.split, "path": str(path)}
+        build_index(questions, config.index, directory, source=source)
+        index = CorpusIndex.load(directory, config.index)
+        sample = sample_questions(questions, config.n, seed=config.seed)
+        log.info("%s: %d of %d questions, k=%d", name, len(sample), len(questions), config.k)
+        per_granularity = results.setdefault(str(name), {})
+        for granularity in index.granularities:
+            row = per_granularity.setdefault(str(granularity), {})
+            for retriever in (Retriever.BM25, Retriever.DENSE, Retriever.HYBRID):
+                result = single_step_recall(index, sample, retriever, granularity, k=config.k)
+                row[str(retriever)] = result.as_dict()
+    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "eval_retrieval.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(format_table(results, config.k))
+    log.info("wrote %s", out)
+
+
+def format_table(results: dict, k: int) -> str:
+    """Markdown table: one row per dataset and granularity, recall / all-gold per retriever."""
+    retrievers = [str(r) for r in (Retriever.BM25, Retriever.DENSE, Retriever.HYBRID)]
+    header = "| dataset | granularity | " + " | ".join(
+        f"{r} R@{k} / all" for r in retrievers
+    ) + " |"
+    lines = [header, "|" + "---|" * (2 + len(retrievers))]
+    for dataset, per_granularity in results.items():
+        for granularity in (str(g) for g in Granularity):
+            if granularity not in per_granularity:
+                continue
+            cells = [
+                f"{per_granularity[granularity][r]['recall']:.3f} / "
+                f"{per_granularity[granularity][r]['all_gold']:.3f}"
+                for r in retrievers
+            ]
+            lines.append(f"| {dataset} | {granularity} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
