@@ -26,7 +26,7 @@ from grasp.metrics import exact_match, f1_score, set_f1
 from grasp.types import EpisodeEvidence
 
 
-@dataclass(frozen=True)
+@dataclass
 class RewardConfig:
     """Weights of the auxiliary reward terms and the gate on the efficiency term."""
 

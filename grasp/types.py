@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -19,6 +19,25 @@ else:  # Python 3.10: the same behaviour, spelled out
 
         def __str__(self) -> str:
             return str(self.value)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def parse_enum(enum_type: type[E], value: object, field_name: str) -> E:
+    """``enum_type(value)``, or a ValueError naming the config field and the allowed values.
+
+    Config dataclasses type enum fields as ``str`` (OmegaConf matches enums by member name,
+    HOTPOTQA, while users write values, hotpotqa) and convert them with this function.
+    An unset ("???") value is passed through for Hydra to report.
+    """
+    if value == "???":
+        return value  # type: ignore[return-value]
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(str(member.value) for member in enum_type)
+        raise ValueError(f"{field_name}={value!r} is not one of: {allowed}") from None
 
 
 class DatasetName(StrEnum):

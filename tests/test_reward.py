@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import FrozenInstanceError, fields
+from dataclasses import fields
 
 import pytest
 from hypothesis import given, settings
@@ -245,12 +245,11 @@ def test_default_config_matches_the_paper() -> None:
     assert compute_reward(FULL) == compute_reward(FULL, DEFAULT_REWARD_CONFIG)
 
 
-def test_config_is_frozen_and_stores_floats() -> None:
+def test_config_stores_floats() -> None:
+    # Not frozen: Hydra overrides (reward.alpha=0) must be able to set the fields.
     config = RewardConfig(alpha=1, beta=0, gamma=2)
     assert (config.alpha, config.beta, config.gamma) == (1.0, 0.0, 2.0)
     assert all(type(getattr(config, f.name)) is float for f in fields(config))
-    with pytest.raises(FrozenInstanceError):
-        config.alpha = 0.5  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

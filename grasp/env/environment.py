@@ -35,6 +35,7 @@ from grasp.types import (
     StopReason,
     StrEnum,
     ToolName,
+    parse_enum,
 )
 
 SEARCH_TOOLS = (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH)
@@ -65,12 +66,12 @@ class FinalMessagePolicy(StrEnum):
 class EnvConfig:
     """The tools, budgets and rules of an episode."""
 
-    tools: list[ToolName] = field(
+    tools: list[str] = field(
         default_factory=lambda: [
-            ToolName.SEMANTIC_SEARCH,
-            ToolName.KEYWORD_SEARCH,
-            ToolName.READ_PARAGRAPH,
-            ToolName.ANSWER,
+            "semantic_search",
+            "keyword_search",
+            "read_paragraph",
+            "answer",
         ]
     )
     """Tools offered; ablations drop read_paragraph, semantic_search or keyword_search."""
@@ -78,9 +79,9 @@ class EnvConfig:
     """Hits per search (the paper's K)."""
     turn_budget: int = 6
     """T: tool calls an episode may make, the answer included; shown to the policy."""
-    scope: SearchScope = SearchScope.POOLED
+    scope: str = "pooled"
     """pooled corpus, or each question's own paragraphs."""
-    final_message: FinalMessagePolicy = FinalMessagePolicy.ANSWER
+    final_message: str = "answer"
     """What a turn without a tool call means."""
     read_requires_retrieved: bool = True
     """read_paragraph accepts only ids shown earlier in the episode (the paper's expansion)."""
@@ -90,7 +91,11 @@ class EnvConfig:
     """Each hit or paragraph text is cut to this many characters."""
 
     def __post_init__(self) -> None:
-        self.tools = [ToolName(t) for t in self.tools]
+        # Enum-valued fields are typed str for Hydra (which matches enums by member name);
+        # they become enums here, with an error that names the field.
+        self.tools = [parse_enum(ToolName, t, "env.tools") for t in self.tools]
+        self.scope = parse_enum(SearchScope, self.scope, "env.scope")
+        self.final_message = parse_enum(FinalMessagePolicy, self.final_message, "env.final_message")
 
     @property
     def granularity(self) -> Granularity:

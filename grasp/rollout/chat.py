@@ -42,7 +42,10 @@ class ChatTokenizer:
     def _tool_turn_text(self) -> tuple[str, str]:
         """The template text between an assistant's end-of-turn token and the next assistant
         header when a tool result comes in between, split around the observation."""
-        base = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": _PROBE_ASSISTANT}]
+        base = [
+            {"role": "user", "content": "Q"},
+            {"role": "assistant", "content": _PROBE_ASSISTANT},
+        ]
         with_tool = base + [{"role": "tool", "content": _PROBE_OBSERVATION}]
         rendered = self.tokenizer.apply_chat_template(
             with_tool, tools=self.tools or None, tokenize=False, add_generation_prompt=True

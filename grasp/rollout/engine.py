@@ -96,9 +96,7 @@ class RolloutEngine:
             )
             t1 = time.perf_counter()
             timings.generation += t1 - t0
-            self._apply(
-                [episodes[i] for i in active], [traces[i] for i in active], generations
-            )
+            self._apply([episodes[i] for i in active], [traces[i] for i in active], generations)
             timings.environment += time.perf_counter() - t1
         trajectories = []
         for episode, trace in zip(episodes, traces, strict=True):
