@@ -10,7 +10,6 @@ Building a config has no side effects: no directories, no devices, no environmen
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,11 +19,14 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
+from grasp.env.environment import EnvConfig
+from grasp.rollout.engine import RolloutConfig
+from grasp.rollout.factory import PolicyConfig
+from grasp.train.config import TrainConfig
 from grasp.paths import REPO_ROOT
-from grasp.types import DatasetName
+from grasp.types import DatasetName, parse_enum
 
 T = TypeVar("T")
-E = TypeVar("E", bound=enum.Enum)
 
 
 @dataclass
@@ -100,19 +102,58 @@ class EvalRetrievalConfig:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
 
 
-def parse_enum(enum_type: type[E], value: object, field_name: str) -> E:
-    """``enum_type(value)``, or a ValueError naming the config field and the allowed values.
+@dataclass
+class EvaluateConfig:
+    """scripts/evaluate.py: run a policy over a dev set in the environment and score it."""
 
-    Config fields hold enum values as strings: OmegaConf matches enums by member name
-    (HOTPOTQA), while users write values (hotpotqa).
-    """
-    if value == MISSING:  # an unset field of a schema being built; Hydra reports it if left unset
-        return value  # type: ignore[return-value]
-    try:
-        return enum_type(value)
-    except ValueError:
-        allowed = ", ".join(member.value for member in enum_type)
-        raise ValueError(f"{field_name}={value!r} is not one of: {allowed}") from None
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    """The dataset whose pooled index is searched and whose questions are asked."""
+    split: str = "dev"
+    """Split of the dataset."""
+    n: int = 500
+    """Questions (seed-42 sample, the paper protocol); all of them when fewer exist."""
+    seed: int = 42
+    """Sampling seed of the questions."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings; the index is built (or reused) in index_dir."""
+    index_dir: str | None = None
+    """Index folder; default indexes/<dataset>-<split>."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Tools, top-K, turn budget, search scope."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Who acts: scripted, hf, vllm or openai."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Samples per question, sampling, context budget, reward weights."""
+    batch_questions: int = 64
+    """Questions rolled out together (one batched generation call per turn)."""
+    out: str | None = None
+    """Output folder for results.json and trajectories.jsonl; default runs/evaluate/<dataset>-<policy>."""
+    save_tokens: bool = False
+    """Also write each trajectory's token ids and env mask."""
+
+
+@dataclass
+class BenchEnvConfig:
+    """scripts/bench_env.py: environment throughput, and its share of rollout wall time."""
+
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(name="hotpotqa"))
+    """Dataset whose pooled index the episodes search."""
+    split: str = "dev"
+    """Split of the dataset."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings (built or reused under indexes/)."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Tools, top-K and turn budget of every episode."""
+    episode_counts: list[int] = field(default_factory=lambda: [64, 512])
+    """Concurrent scripted episodes per measurement (the largest is the headline figure)."""
+    hf_questions: int = 16
+    """Questions rolled out with the transformers SmolLM2 policy (one sample each)."""
+    hf_max_new_tokens: int = 96
+    """Tokens per turn of the SmolLM2 policy."""
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(kind="hf"))
+    """The model-backed policy whose rollout the environment's share is measured in."""
+    out: str | None = None
+    """JSON output path; default runs/bench_env.json."""
 
 
 def dataset_path(dataset: DatasetConfig, split: str) -> Path:
@@ -138,6 +179,9 @@ def register_configs() -> None:
     store.store(name="prepare_data_schema", node=PrepareDataConfig)
     store.store(name="build_index_schema", node=BuildIndexConfig)
     store.store(name="eval_retrieval_schema", node=EvalRetrievalConfig)
+    store.store(name="evaluate_schema", node=EvaluateConfig)
+    store.store(name="bench_env_schema", node=BenchEnvConfig)
+    store.store(name="train_schema", node=TrainConfig)
     store.store(name="bench_retrieval_schema", node=BenchRetrievalConfig)
 
 
@@ -146,10 +190,8 @@ class BenchRetrievalConfig:
     """scripts/bench_retrieval.py: build speed, query latency, recall and memory of retrieval."""
 
     sizes: list[int] = field(default_factory=lambda: [20_000, 200_000, 1_000_000])
-    """Corpus sizes in sentences, ascending; the first is encoded for real and searched end to end."""
-    datasets: list[DatasetName] = field(
-        default_factory=lambda: [DatasetName.HOTPOTQA, DatasetName.TWOWIKI, DatasetName.MUSIQUE]
-    )
+    """Corpus sizes in sentences, ascending; the first is encoded for real, searched end to end."""
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
     """Bundled datasets whose sentences make the corpus and whose questions are the queries."""
     split: str = "dev"
     """Split of every dataset."""
@@ -171,11 +213,16 @@ class BenchRetrievalConfig:
     """rank-bm25 runs only up to this size (it scores every document in Python per query)."""
     rank_bm25_queries: int = 20
     """Questions searched with both rank-bm25 and bm25s for the speed ratio and agreement."""
-    perturbation_sigma: float = 0.03
-    """Per-dimension std of the Gaussian noise on tiled real embeddings (renormalized after)."""
+    vector_method: str = "mix"
+    """Vectors beyond the real embeddings: mix (two real ones, convex) or tile (one, copied)."""
+    perturbation_sigma: float = 0.01
+    """Per-dimension std of the Gaussian noise added to those vectors (renormalized after)."""
     seed: int = 0
     """Seed of the paragraph order, the query sample, the synthetic sentences and the noise."""
     work_dir: str | None = None
-    """Folder for the index files written while measuring; default a fresh temporary folder."""
+    """Where the temporary folder of index files goes; default the system's temporary folder."""
     out: str | None = None
     """JSON output path; default runs/bench_retrieval.json."""
+
+    def __post_init__(self) -> None:
+        self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]

@@ -109,6 +109,11 @@ class CorpusIndex:
             self._encoder = DenseEncoder(self.config.encoder)
         return self._encoder
 
+    def warm_up(self) -> CorpusIndex:
+        """Load the query encoder now, so the first dense search does not pay for it."""
+        self.encoder.encode_queries(["warm up"])
+        return self
+
     # ------------------------------------------------------------------ search
 
     def search(

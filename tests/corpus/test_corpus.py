@@ -109,8 +109,12 @@ def test_save_and_load_round_trip(tiny_questions, tmp_path):
     assert loaded.fingerprint() == corpus.fingerprint()
     assert loaded.sentence_text.to_pylist() == corpus.sentence_text.to_pylist()
     np.testing.assert_array_equal(loaded.sentence_paragraph_id, corpus.sentence_paragraph_id)
-    np.testing.assert_array_equal(loaded.question_scope("q-hillary"), corpus.question_scope("q-hillary"))
-    assert loaded.gold_paragraph_ids(tiny_questions[2]) == corpus.gold_paragraph_ids(tiny_questions[2])
+    np.testing.assert_array_equal(
+        loaded.question_scope("q-hillary"), corpus.question_scope("q-hillary")
+    )
+    assert loaded.gold_paragraph_ids(tiny_questions[2]) == corpus.gold_paragraph_ids(
+        tiny_questions[2]
+    )
 
 
 def test_fingerprint_changes_with_content(tiny_questions):

@@ -36,7 +36,9 @@ RETRIEVERS = [Retriever.BM25, Retriever.DENSE, Retriever.HYBRID]
         ("capital of Poland", "Warsaw", 0),
     ],
 )
-def test_search_finds_the_sentence_written_for_the_query(tiny_index, retriever, query, title, sentence):
+def test_search_finds_the_sentence_written_for_the_query(
+    tiny_index, retriever, query, title, sentence
+):
     (hits,) = tiny_index.search([query], retriever, k=3)
     corpus = tiny_index.corpus
     top_titles = [hit.title for hit in hits]
@@ -185,7 +187,9 @@ def test_search_time_settings_do_not_need_a_rebuild(tiny_index_dir):
     assert index.search(["Warsaw"], Retriever.BM25, k=1)[0][0].title == "Warsaw"
 
 
-def test_interrupted_build_resumes_from_its_shards(tiny_questions, tiny_index, tmp_path, monkeypatch):
+def test_interrupted_build_resumes_from_its_shards(
+    tiny_questions, tiny_index, tmp_path, monkeypatch
+):
     config = IndexConfig(granularities=["sentence"], shard_size=5)
     real_encode = build_module.DenseEncoder.encode_documents
     calls = {"n": 0}

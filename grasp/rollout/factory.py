@@ -1,0 +1,111 @@
+"""Build a policy from configuration: scripted, transformers, vLLM or an OpenAI-compatible server.
+
+built = build_policy(PolicyConfig(kind="hf"), tool_schemas)
+engine = RolloutEngine(env, built.policy, rollout_config, chat=built.chat)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from grasp.models import (
+    ChatTemplate,
+    ModelConfig,
+    load_policy_model,
+    prepare_model,
+    qwen2_5_template,
+)
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.policy import Policy
+from grasp.rollout.scripted import HeuristicSearchPolicy
+from grasp.types import StrEnum, parse_enum
+
+
+class PolicyKind(StrEnum):
+    SCRIPTED = "scripted"
+    """The heuristic search agent (no model): both searches, reads, a second search, answer."""
+    HF = "hf"
+    """A transformers model generating from token ids (CPU or GPU)."""
+    VLLM = "vllm"
+    """A colocated vLLM engine (GPU)."""
+    OPENAI = "openai"
+    """Any OpenAI-compatible chat-completions endpoint (a served model as prompted baseline)."""
+
+
+@dataclass
+class PolicyConfig:
+    """Which policy acts in the environment."""
+
+    kind: str = "scripted"
+    """scripted, hf, vllm or openai."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The model of hf and vllm policies (and the tokenizer of an openai one, if local)."""
+    max_batch_size: int | None = 32
+    """hf: rows per generate call (bounds memory); null puts every episode in one call."""
+    scripted_reads: int = 2
+    """scripted: paragraphs read after the first two searches."""
+    base_url: str = ""
+    """openai: API root including the version, e.g. http://localhost:8000/v1."""
+    served_model: str = ""
+    """openai: the model name the server expects."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai: environment variable holding the API key (read when the policy is built)."""
+    max_concurrency: int = 8
+    """openai: requests in flight at once."""
+    gpu_memory_utilization: float = 0.6
+    """vllm: share of GPU memory the engine may take."""
+
+    def __post_init__(self) -> None:
+        self.kind = parse_enum(PolicyKind, self.kind, "policy.kind")
+
+
+@dataclass
+class BuiltPolicy:
+    """A ready policy, and the chat tokenizer for token bookkeeping when it has one."""
+
+    policy: Policy
+    chat: ChatTokenizer | None
+    model: Any = None
+    """The underlying model (hf), for the trainer to share."""
+
+
+def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPolicy:
+    """Load whatever the policy needs; scripted and openai policies load no model."""
+    kind = PolicyKind(config.kind)
+    if kind is PolicyKind.SCRIPTED:
+        return BuiltPolicy(HeuristicSearchPolicy(reads=config.scripted_reads), chat=None)
+    if kind is PolicyKind.OPENAI:
+        from grasp.rollout.openai_policy import OpenAIChatPolicy
+
+        if not config.base_url or not config.served_model:
+            raise ValueError("policy.kind=openai needs policy.base_url and policy.served_model")
+        policy = OpenAIChatPolicy(
+            config.base_url,
+            config.served_model,
+            api_key=os.environ.get(config.api_key_env),
+            max_concurrency=config.max_concurrency,
+            tools=list(tool_schemas),
+        )
+        return BuiltPolicy(policy, chat=None)
+    if kind is PolicyKind.HF:
+        from grasp.rollout.hf_policy import HFPolicy
+
+        loaded = load_policy_model(config.model)
+        chat = ChatTokenizer(loaded.tokenizer, tool_schemas)
+        policy = HFPolicy(loaded.model, loaded.tokenizer, max_batch_size=config.max_batch_size)
+        return BuiltPolicy(policy, chat=chat, model=loaded.model)
+    from grasp.rollout.vllm_policy import VLLMPolicy, _import_vllm
+
+    vllm = _import_vllm()
+    llm = vllm.LLM(
+        model=str(prepare_model(config.model)),
+        dtype=config.model.dtype,
+        gpu_memory_utilization=config.gpu_memory_utilization,
+    )
+    tokenizer = llm.get_tokenizer()
+    if config.model.chat_template == ChatTemplate.QWEN2_5:
+        tokenizer.chat_template = qwen2_5_template()
+    return BuiltPolicy(VLLMPolicy(llm), chat=ChatTokenizer(tokenizer, tool_schemas))

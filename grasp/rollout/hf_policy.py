@@ -1,0 +1,268 @@
+"""The transformers policy backend: batched ``model.generate`` on exact token ids (CPU or GPU).
+
+``HFPolicy.generate`` left-pads every request's ``token_ids`` into one batch (or micro-batches of
+``max_batch_size``), runs one ``model.generate`` per batch, and cuts each row at its own
+``max_new_tokens`` and at its first end-of-turn token. Each generated token comes with its
+log-probability under the distribution it was sampled from.
+
+Usage::
+
+    loaded = load_policy_model(ModelConfig())  # grasp.models
+    policy = HFPolicy(loaded.model, loaded.tokenizer)
+    [generation] = policy.generate([GenerationRequest(messages, ids, 64)], SamplingConfig())
+
+What the log-probabilities are: ``log_softmax`` of the *processed* scores, i.e. of the logits
+divided by the temperature, with tokens outside the top-p nucleus removed and the rest
+renormalized. That is the sampling policy itself, which is what importance correction against
+the trainer's policy needs (vLLM's ``logprobs_mode="processed_logprobs"`` means the same). With
+temperature 0 (greedy) nothing is processed: they are log-probabilities of the model's own
+distribution, and each one is the maximum of its row.
+
+Determinism: the torch RNG is seeded with ``sampling.seed`` once per call, inside a forked RNG
+state, so the caller's random stream is left as it was. One ``generate`` call draws one random
+stream for the whole batch, so a sampled row depends on its batch-mates; vary ``seed`` between
+steps and turns. Greedy rows do not depend on their batch-mates (left padding is masked).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
+
+log = logging.getLogger(__name__)
+
+# Explicit neutral values: generate() fills every *unset* field from the model's own
+# generation_config (Qwen2.5 ships top_k=20, repetition_penalty=1.05...), which would silently
+# change the sampling distribution and the log-probabilities.
+_NEUTRAL_ALWAYS: dict[str, Any] = {
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "min_length": 0,
+}
+# Warpers act only when sampling; setting them for greedy decoding draws warnings.
+_NEUTRAL_SAMPLING: dict[str, Any] = {
+    "top_k": 0,
+    "typical_p": 1.0,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+}
+# Fields that can only be "unset" as None, which generate() would fill from the model's config.
+_UNPINNABLE = (
+    "min_new_tokens",
+    "min_p",
+    "top_h",
+    "sequence_bias",
+    "bad_words_ids",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "watermarking_config",
+)
+
+
+@dataclass
+class _Batch:
+    """What one ``model.generate`` call returned, reduced to what the rows need."""
+
+    new_ids: list[list[int]]
+    """[batch][generated] ids after the prompt (finished rows continue with padding)."""
+    logprobs: list[list[float]]
+    """[batch][generated] log-probability of each of those ids."""
+
+
+class HFPolicy:
+    """A ``Policy`` running a transformers causal LM on the requests' token ids.
+
+    Args:
+        model: A causal LM (a PEFT-wrapped one works too). It is put in eval mode during a call
+            and restored to its previous mode afterwards.
+        tokenizer: Its tokenizer (for the end-of-turn id, the pad id and decoding).
+        end_of_turn_token: The token that ends an assistant turn; ChatML models use
+            ``<|im_end|>``. Generation also stops at the tokenizer's and the model's eos.
+        max_batch_size: Rows per ``model.generate`` call; None puts all requests in one call.
+            Scores are kept for every step, so memory grows as rows x new tokens x vocabulary.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        end_of_turn_token: str = "<|im_end|>",
+        max_batch_size: int | None = None,
+    ) -> None:
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be positive, got {max_batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.end_of_turn_token = end_of_turn_token
+        self.end_of_turn_id = _single_token_id(tokenizer, end_of_turn_token)
+        self.stop_ids = _stop_ids(self.end_of_turn_id, tokenizer, model)
+        pad = tokenizer.pad_token_id
+        self.pad_id: int = self.end_of_turn_id if pad is None else int(pad)
+        self.vocab_size: int = model.get_input_embeddings().num_embeddings
+        leaked = [f for f in _UNPINNABLE if getattr(model.generation_config, f, None) is not None]
+        if leaked:
+            log.warning("model generation_config sets %s: they will shape sampling", leaked)
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+    ) -> list[Generation]:
+        """One generation per request, in order; never raises for a bad request or batch."""
+        generations: list[Generation | None] = [None] * len(requests)
+        valid: list[int] = []
+        for index, request in enumerate(requests):
+            problem = self._check(request, sampling)
+            if problem is None:
+                valid.append(index)
+            else:
+                generations[index] = Generation(text="", finished=False, error=problem)
+        # Similar lengths side by side: less padding when micro-batches split the work.
+        valid.sort(key=lambda i: len(requests[i].token_ids or ()), reverse=True)
+        size = self.max_batch_size or max(len(valid), 1)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.random.fork_rng(devices=self._rng_devices()):
+                torch.manual_seed(sampling.seed)
+                for start in range(0, len(valid), size):
+                    chunk = valid[start : start + size]
+                    batch = [requests[i] for i in chunk]
+                    for index, generation in zip(
+                        chunk, self._generate_batch(batch, sampling), strict=True
+                    ):
+                        generations[index] = generation
+        finally:
+            self.model.train(was_training)
+        return [g for g in generations if g is not None]
+
+    def _check(self, request: GenerationRequest, sampling: SamplingConfig) -> str | None:
+        """Why a request cannot be generated from, or None when it can."""
+        if not request.token_ids:
+            return "request has no token_ids: HFPolicy generates from token ids only"
+        if min(request.max_new_tokens, sampling.max_new_tokens) < 1:
+            return f"no tokens left to generate (max_new_tokens={request.max_new_tokens})"
+        if any(not 0 <= t < self.vocab_size for t in request.token_ids):
+            return f"token_ids outside the vocabulary [0, {self.vocab_size})"
+        return None
+
+    def _generate_batch(
+        self, batch: list[GenerationRequest], sampling: SamplingConfig
+    ) -> list[Generation]:
+        """Generate one micro-batch; an exception (OOM...) becomes an error on each of its rows."""
+        limits = [min(r.max_new_tokens, sampling.max_new_tokens) for r in batch]
+        try:
+            output = self._run(batch, sampling, max(limits))
+            return [
+                self.to_generation(ids[:limit], logprobs[:limit])
+                for ids, logprobs, limit in zip(
+                    output.new_ids, output.logprobs, limits, strict=True
+                )
+            ]
+        except Exception as error:  # noqa: BLE001 - one failed batch must not end the rollout
+            log.exception("generation failed for a batch of %d requests", len(batch))
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            message = f"{type(error).__name__}: {error}"
+            return [Generation(text="", finished=False, error=message) for _ in batch]
+
+    def _run(self, batch: list[GenerationRequest], sampling: SamplingConfig, steps: int) -> _Batch:
+        device = self.model.device
+        width = max(len(r.token_ids or ()) for r in batch)
+        input_ids_BT = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        attention_mask_BT = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, request in enumerate(batch):
+            ids = request.token_ids or []
+            input_ids_BT[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask_BT[row, width - len(ids) :] = 1
+        output = self.model.generate(
+            input_ids=input_ids_BT.to(device),
+            attention_mask=attention_mask_BT.to(device),
+            generation_config=self._generation_config(sampling, steps),
+        )
+        new_ids_BN = output.sequences[:, width:]
+        logprobs_BN = chosen_logprobs(output.scores, new_ids_BN)
+        return _Batch(new_ids=new_ids_BN.tolist(), logprobs=logprobs_BN.tolist())
+
+    def _generation_config(self, sampling: SamplingConfig, steps: int) -> Any:
+        from transformers import GenerationConfig
+
+        sample = sampling.temperature > 0
+        warpers = (
+            {"temperature": sampling.temperature, "top_p": sampling.top_p, **_NEUTRAL_SAMPLING}
+            if sample
+            else {}
+        )
+        return GenerationConfig(
+            max_new_tokens=steps,
+            do_sample=sample,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            return_dict_in_generate=True,
+            output_scores=True,
+            **_NEUTRAL_ALWAYS,
+            **warpers,
+        )
+
+    def to_generation(self, ids: list[int], logprobs: list[float]) -> Generation:
+        """Cut one row at its first stop token (kept in ids, dropped from the text)."""
+        stop_at = next((i for i, t in enumerate(ids) if t in self.stop_ids), None)
+        finished = stop_at is not None
+        if stop_at is not None:
+            ids, logprobs = ids[: stop_at + 1], logprobs[: stop_at + 1]
+        text_ids = ids[:-1] if finished else ids
+        # Special tokens stay in the text (skip_special_tokens=False) so that nothing the model
+        # wrote disappears; <tool_call> tags are plain text in ChatML vocabularies anyway.
+        text = self.tokenizer.decode(
+            text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+        return Generation(text=text, token_ids=ids, logprobs=logprobs, finished=finished)
+
+    def _rng_devices(self) -> list[int]:
+        device = torch.device(self.model.device)
+        return [device.index or 0] if device.type == "cuda" else []
+
+
+def chosen_logprobs(scores: Sequence[torch.Tensor], new_ids_BN: torch.Tensor) -> torch.Tensor:
+    """Log-probability of each chosen id under its step's processed scores.
+
+    Args:
+        scores: N tensors of shape [B, V], the processed scores of each generation step.
+        new_ids_BN: [B, N'] ids generated after the prompt, N' >= N (padding after the end).
+
+    Returns:
+        [B, N] float32 log-probabilities on the CPU.
+    """
+    columns = []
+    for step, scores_BV in enumerate(scores):
+        logprobs_BV = torch.log_softmax(scores_BV.float(), dim=-1)
+        chosen_B1 = new_ids_BN[:, step : step + 1].to(logprobs_BV.device)
+        columns.append(logprobs_BV.gather(-1, chosen_B1).squeeze(-1).cpu())
+    if not columns:
+        return torch.zeros((new_ids_BN.shape[0], 0))
+    return torch.stack(columns, dim=1)
+
+
+def _single_token_id(tokenizer: Any, token: str) -> int:
+    ids = tokenizer.encode(token, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"end-of-turn token {token!r} is not a single token: {ids}")
+    return int(ids[0])
+
+
+def _stop_ids(end_of_turn_id: int, tokenizer: Any, model: Any) -> list[int]:
+    """The end-of-turn id first, then every eos id the tokenizer or the model declares."""
+    stops = [end_of_turn_id]
+    declared = getattr(model.generation_config, "eos_token_id", None)
+    declared = declared if isinstance(declared, list) else [declared]
+    for token_id in [tokenizer.eos_token_id, *declared]:
+        if token_id is not None and int(token_id) not in stops:
+            stops.append(int(token_id))
+    return stops

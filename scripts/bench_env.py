@@ -1,0 +1,112 @@
+"""Benchmark the environment: tool calls per second, and its share of a real rollout's time.
+
+    python scripts/bench_env.py out=runs/bench_env.json
+    python scripts/bench_env.py 'episode_counts=[64,512,2048]' hf_questions=32
+
+1. Scripted episodes (the heuristic search agent, no model) over the pooled HotpotQA dev
+   index, 64 and 512 at once: tool calls per second of the environment alone, with and
+   without token bookkeeping (chat template, observation tokenization).
+2. A rollout with the transformers SmolLM2-135M policy on the CPU: wall time split into
+   generation and environment; the target is an environment share under 10%.
+Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from grasp.config import (
+    REPO_ROOT,
+    BenchEnvConfig,
+    dataset_path,
+    default_index_dir,
+    register_configs,
+    to_dataclass,
+)
+from grasp.corpus import CorpusIndex, build_index
+from grasp.data import load_questions
+from grasp.env.environment import RetrievalEnvironment
+from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.factory import build_policy
+from grasp.rollout.policy import SamplingConfig
+from grasp.rollout.scripted import HeuristicSearchPolicy
+
+log = logging.getLogger("bench_env")
+register_configs()
+
+
+def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]:
+    """Run ``episodes`` scripted episodes at once; environment time and tool calls/s."""
+    group = max(1, episodes // len(questions))
+    chosen = questions[: max(1, episodes // group)]
+    engine = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(group_size=group), chat=chat)
+    batch = engine.run(chosen)
+    calls = sum(sum(t.tool_calls.values()) + sum(t.errors.values()) for t in batch.trajectories)
+    return {
+        "episodes": len(batch.trajectories),
+        "tool_calls": calls,
+        "environment_s": batch.timings.environment,
+        "tool_calls_per_s": calls / batch.timings.environment,
+        "token_bookkeeping": chat is not None,
+    }
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="bench_env")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, BenchEnvConfig)
+    name = config.dataset.name
+    questions = load_questions(name, "normalized", path=dataset_path(config.dataset, config.split))
+    directory = default_index_dir(name, config.split)
+    build_index(questions, config.index, directory)
+    index = CorpusIndex.load(directory, config.index).warm_up()
+    env = RetrievalEnvironment(index, config.env)
+    built = build_policy(config.policy, env.tool_schemas)
+    results: dict[str, object] = {"scripted": []}
+    for count in config.episode_counts:
+        for chat in (None, built.chat):
+            row = scripted_throughput(env, questions, count, chat)
+            results["scripted"].append(row)
+            log.info("scripted %s", row)
+    sampling = SamplingConfig(temperature=1.0, max_new_tokens=config.hf_max_new_tokens, seed=0)
+    engine = RolloutEngine(env, built.policy, RolloutConfig(sampling=sampling), chat=built.chat)
+    batch = engine.run(questions[: config.hf_questions])
+    t = batch.timings
+    generated = sum(tr.generated_tokens for tr in batch.trajectories)
+    results["hf_rollout"] = {
+        "questions": config.hf_questions,
+        "turns": t.turns,
+        "generation_s": t.generation,
+        "environment_s": t.environment,
+        "total_s": t.total,
+        "environment_share": t.environment / t.total,
+        "generated_tokens": generated,
+        "generated_tokens_per_s": generated / t.generation,
+        "target_environment_share_below": 0.10,
+        "pass": t.environment / t.total < 0.10,
+    }
+    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_env.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print("| episodes | token bookkeeping | tool calls | env seconds | tool calls/s |")
+    print("|---:|---|---:|---:|---:|")
+    for row in results["scripted"]:
+        print(
+            f"| {row['episodes']} | {row['token_bookkeeping']} | {row['tool_calls']} | "
+            f"{row['environment_s']:.2f} | {row['tool_calls_per_s']:.0f} |"
+        )
+    hf = results["hf_rollout"]
+    print(
+        f"\nSmolLM2 rollout, {hf['questions']} episodes: generation {hf['generation_s']:.1f}s, "
+        f"environment {hf['environment_s']:.2f}s -> environment share {hf['environment_share']:.1%} "
+        f"({hf['generated_tokens_per_s']:.0f} generated tokens/s)"
+    )
+    log.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The rollout engine over the real tiny index: token bookkeeping invariants and batching."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from grasp.env.environment import EnvConfig, FinalMessagePolicy, RetrievalEnvironment
+from grasp.models import ModelConfig, prepare_model, qwen2_5_template
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.policy import Generation, SamplingConfig
+from grasp.rollout.scripted import HeuristicSearchPolicy, ScriptedPolicy, tool_call_text
+from grasp.types import StopReason
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tok = AutoTokenizer.from_pretrained(prepare_model(ModelConfig()))
+    tok.chat_template = qwen2_5_template()
+    return tok
+
+
+@pytest.fixture
+def env(tiny_index):
+    return RetrievalEnvironment(tiny_index, EnvConfig(turn_budget=5, top_k=3))
+
+
+@pytest.fixture
+def chat(tokenizer, env):
+    return ChatTokenizer(tokenizer, env.tool_schemas)
+
+
+def test_prompt_renders_the_tools_and_ends_with_the_assistant_header(
+    chat, tokenizer, env, tiny_questions
+):
+    ids = chat.prompt_ids(env.reset(tiny_questions[0]).messages)
+    text = tokenizer.decode(ids)
+    assert "<tools>" in text and '"name": "read_paragraph"' in text
+    assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_generated_tokens_never_contain_observation_text(env, chat, tokenizer, tiny_questions):
+    policy = HeuristicSearchPolicy(reads=2)
+    batch = RolloutEngine(env, policy, RolloutConfig(group_size=2), chat=chat).run(tiny_questions)
+    assert len(batch.trajectories) == 6
+    for trajectory in batch.trajectories:
+        trace = trajectory.tokens
+        assert len(trace.completion_ids) == len(trace.env_mask) == len(trace.logprobs)
+        assert trajectory.prompt_tokens + trajectory.completion_tokens == trace.length
+        generated = tokenizer.decode([t for t, m in zip(trace.completion_ids, trace.env_mask, strict=True) if m])
+        inserted = tokenizer.decode(
+            [t for t, m in zip(trace.completion_ids, trace.env_mask, strict=True) if not m]
+        )
+        observations = [turn["observation"] for turn in trajectory.turns if turn["observation"]]
+        assert observations, "the episode saw tool results"
+        for observation in observations:
+            first_line = observation.splitlines()[0]
+            assert first_line not in generated
+            assert first_line in inserted
+        assert "<tool_response>" not in generated and "<tool_response>" in inserted
+        for turn in trajectory.turns:
+            assert turn["text"] in generated
+        # The mask starts with generated ids and every turn boundary alternates cleanly.
+        assert trace.env_mask[0] == 1 and trace.env_mask[-1] == 1
+
+
+def test_the_trace_is_the_conversation_the_template_renders(env, chat, tokenizer, tiny_questions):
+    """Incremental ids decode to the same text as rendering the final messages once."""
+    batch = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(), chat=chat).run(
+        tiny_questions[:1]
+    )
+    trajectory = batch.trajectories[0]
+    episode_messages = env.reset(tiny_questions[0]).messages
+    for turn in trajectory.turns:
+        episode_messages.append({"role": "assistant", "content": turn["text"]})
+        if turn["observation"] and turn is not trajectory.turns[-1]:
+            episode_messages.append({"role": "tool", "content": turn["observation"]})
+    rendered = tokenizer.apply_chat_template(
+        episode_messages, tools=env.tool_schemas, tokenize=False
+    )
+    assert tokenizer.decode(trajectory.tokens.context_ids) + "\n" == rendered
+
+
+def test_group_samples_share_a_group_id(env, tiny_questions):
+    batch = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(group_size=4)).run(
+        tiny_questions
+    )
+    groups = {}
+    for trajectory in batch.trajectories:
+        groups.setdefault(trajectory.group_id, set()).add(trajectory.question_id)
+    assert len(groups) == 3 and all(len(ids) == 1 for ids in groups.values())
+    assert sorted(t.sample_index for t in batch.trajectories if t.group_id == 0) == [0, 1, 2, 3]
+
+
+def test_one_generation_call_per_turn_for_all_episodes(env, tiny_questions):
+    calls = []
+
+    class Counting(HeuristicSearchPolicy):
+        def generate(self, requests, sampling):
+            calls.append(len(requests))
+            return super().generate(requests, sampling)
+
+    batch = RolloutEngine(env, Counting(reads=1), RolloutConfig(group_size=2)).run(tiny_questions)
+    assert calls[0] == 6
+    assert len(calls) == batch.timings.turns == max(t.turns_used for t in batch.trajectories)
+
+
+def test_token_budget_stops_an_episode(env, chat, tiny_questions):
+    config = RolloutConfig(max_context_tokens=1)  # smaller than any prompt
+    batch = RolloutEngine(env, HeuristicSearchPolicy(), config, chat=chat).run(tiny_questions[:1])
+    assert batch.trajectories[0].stop_reason == StopReason.TOKEN_BUDGET
+    assert batch.trajectories[0].turns_used == 0
+
+
+def test_generation_error_stops_only_that_episode(env, tiny_questions):
+    class Flaky:
+        def generate(self, requests, sampling):
+            return [
+                Generation(text="", error="boom")
+                if r.request_id.startswith("q-curie")
+                else Generation(text=tool_call_text("answer", answer="Auckland"))
+                for r in requests
+            ]
+
+    batch = RolloutEngine(env, Flaky(), RolloutConfig()).run(tiny_questions[:2])
+    by_question = {t.question_id: t for t in batch.trajectories}
+    assert by_question["q-curie"].stop_reason == StopReason.GENERATION_ERROR
+    assert by_question["q-hillary"].stop_reason == StopReason.ANSWERED
+    assert by_question["q-hillary"].reward["answer/em"] == 1.0
+
+
+def test_a_turn_cut_by_max_tokens_is_closed_by_the_environment(env, chat, tiny_questions):
+    partial = tool_call_text("keyword_search", query="Warsaw")
+    ids = chat.text_ids(partial)  # no end-of-turn id: the model ran out of tokens
+
+    class Truncating:
+        def generate(self, requests, sampling):
+            if len(requests[0].messages) > 2:
+                return [Generation(text=tool_call_text("answer", answer="x"))]
+            return [
+                Generation(text=partial, token_ids=ids, logprobs=[-0.5] * len(ids), finished=False)
+            ]
+
+    batch = RolloutEngine(env, Truncating(), RolloutConfig(), chat=chat).run(tiny_questions[:1])
+    trace = batch.trajectories[0].tokens
+    assert trace.completion_ids[len(ids)] == chat.end_of_turn_id
+    assert trace.env_mask[: len(ids) + 1] == [1] * len(ids) + [0]
+    assert trace.logprobs[: len(ids)] == [-0.5] * len(ids)
+
+
+def test_scripted_turns_drive_the_episode_exactly(env, tiny_questions):
+    turns = {
+        "q-python#0": [
+            tool_call_text("keyword_search", query="Guido van Rossum"),
+            "no call this time",
+            tool_call_text("answer", answer="Google"),
+        ]
+    }
+    env.config.final_message = FinalMessagePolicy.ERROR
+    batch = RolloutEngine(env, ScriptedPolicy.from_turns(turns), RolloutConfig()).run(
+        tiny_questions[2:]
+    )
+    trajectory = batch.trajectories[0]
+    assert trajectory.stop_reason == "answered" and trajectory.answer == "Google"
+    assert trajectory.errors == {"no_tool_call": 1}
+    assert trajectory.tool_calls == {"keyword_search": 1, "answer": 1}
+    assert trajectory.reward["answer/f1"] == 1.0
+    assert trajectory.reward["reward/R_S"] == 0.0, "no semantic search was made"
+
+
+def test_turn_seeds_differ(env):
+    engine = RolloutEngine(
+        env, HeuristicSearchPolicy(), RolloutConfig(sampling=SamplingConfig(seed=7))
+    )
+    assert engine._turn_sampling(1).seed != engine._turn_sampling(2).seed
