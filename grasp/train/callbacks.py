@@ -1,0 +1,75 @@
+"""Trainer callbacks: metrics.jsonl, step-time split, and periodic trajectory samples."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from grasp.train.rollout_adapter import RolloutStats
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class MetricsFileCallback(TrainerCallback):
+    """Appends every logged dict to ``metrics.jsonl`` with the step and the time split.
+
+    TRL logs the loss, KL, each reward term (``rewards/R_A/mean``...) and the rollout
+    statistics our reward function reports (``reward/R_A``, ``tools/...``, ``stop/...``).
+    This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout).
+    """
+
+    def __init__(self, run_dir: Path, stats: RolloutStats) -> None:
+        self.path = run_dir / METRICS_FILE
+        self.stats = stats
+        self._step_started = 0.0
+        self._last_step_s = 0.0
+        self._last_rollout_s = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._last_step_s = time.perf_counter() - self._step_started
+        self._last_rollout_s = self.stats.rollout_seconds
+
+    def on_log(self, args, state, control, logs: dict[str, Any] | None = None, **kwargs):
+        if not logs or not state.is_world_process_zero:
+            return
+        record = {"step": state.global_step, **logs}
+        if self._last_step_s:
+            record["time/step_s"] = self._last_step_s
+            record["time/rollout_s"] = self._last_rollout_s
+            record["time/update_s"] = max(self._last_step_s - self._last_rollout_s, 0.0)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(record, default=float) + "\n")
+
+
+class TrajectorySampleCallback(TrainerCallback):
+    """Every ``every`` steps, roll out a fixed question sample and save the trajectories."""
+
+    def __init__(self, every: int, sample: Callable[[int], None]) -> None:
+        self.every = every
+        self.sample = sample
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.every > 0 and state.global_step % self.every == 0 and state.is_world_process_zero:
+            self.sample(state.global_step)
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of ``metrics.jsonl``; after a resume, the last record of each step wins."""
+    path = run_dir / METRICS_FILE
+    if not path.exists():
+        return []
+    by_key: dict[tuple[int, bool], dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_key[(record["step"], "train_runtime" in record)] = record
+    return [by_key[k] for k in sorted(by_key)]

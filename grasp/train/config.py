@@ -1,0 +1,138 @@
+"""Configuration of a GRPO training run (scripts/train.py), as structured dataclasses.
+
+The defaults are the CPU smoke run; ``configs/experiment/*.yaml`` override them (the
+paper's Qwen2.5-3B run, the CPU learning run, the ablations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grasp.corpus.build import IndexConfig
+from grasp.env.environment import EnvConfig
+from grasp.models import ModelConfig
+from grasp.rollout.engine import RolloutConfig
+from grasp.rollout.policy import SamplingConfig
+
+
+@dataclass
+class LoraSettings:
+    """Low-rank adapters (peft); disabled means full fine-tuning."""
+
+    enabled: bool = True
+    """Train LoRA adapters instead of every weight."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """Adapter scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
+    )
+    """Linear layers that get adapters."""
+
+
+@dataclass
+class GRPOSettings:
+    """The optimizer side: TRL GRPOTrainer arguments we expose."""
+
+    num_generations: int = 4
+    """G: trajectories per question; advantages are relative within each group."""
+    questions_per_step: int = 2
+    """B: questions per optimizer step (the step sees B x G trajectories)."""
+    max_steps: int = 4
+    """Optimizer steps of the run."""
+    learning_rate: float = 2e-4
+    """Peak learning rate."""
+    lr_scheduler_type: str = "constant"
+    """transformers scheduler name (constant, cosine, linear...)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps."""
+    beta: float = 0.01
+    """KL coefficient to the reference policy (0 loads no reference model)."""
+    loss_type: str = "grpo"
+    """TRL loss variant: grpo (the paper's), dapo, dr_grpo, bnpo, cispo, sapo..."""
+    epsilon: float = 0.2
+    """Lower clip range of the policy ratio."""
+    epsilon_high: float | None = None
+    """Upper clip range (None: same as epsilon; DAPO uses 0.28)."""
+    scale_rewards: str = "group"
+    """Advantage scaling: group (divide by the group's std), batch, or none."""
+    num_iterations: int = 1
+    """Policy updates per generated batch (GRPO's mu)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    bf16: bool = True
+    """bf16 mixed precision (also on CPU, 2-3x faster there)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass to save memory."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    """LoRA adapters or full fine-tuning."""
+    use_vllm: bool = False
+    """Generate rollouts with vLLM (GPU) instead of transformers."""
+    vllm_mode: str = "colocate"
+    """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs)."""
+    vllm_server_base_url: str | None = None
+    """server mode: URL of the trl vllm-serve process."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """colocate mode: share of GPU memory vLLM may take."""
+    seed: int = 0
+    """Seed of the data order, sampling and adapter initialization."""
+
+
+@dataclass
+class TrainConfig:
+    """scripts/train.py: a GRPO run with evaluation before and after."""
+
+    experiment: str = "cpu_smoke"
+    """Name of the experiment (set by each configs/experiment file)."""
+    dataset: str = "hotpotqa"
+    """Dataset of the questions and of the pooled index."""
+    train_source: str = "smoke_split"
+    """smoke_split (bundled dev split into disjoint train/eval halves: NOT the paper protocol),
+    or hub (the dataset's train split from the Hugging Face hub, the paper's setting)."""
+    eval_split: str = "dev"
+    """Split the evaluation questions come from (bundled)."""
+    eval_questions: int = 16
+    """Questions of the evaluation before and after training (seeded sample)."""
+    eval_before: bool = True
+    """Evaluate the untrained policy first."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index of the training questions' pooled paragraphs."""
+    index_dir: str | None = None
+    """Index folder; default indexes/<dataset>-<train source>."""
+    env: EnvConfig = field(default_factory=lambda: EnvConfig(turn_budget=4))
+    """Tools, top-K, turn budget."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model."""
+    rollout: RolloutConfig = field(
+        default_factory=lambda: RolloutConfig(
+            sampling=SamplingConfig(temperature=1.0, max_new_tokens=64), max_context_tokens=2048
+        )
+    )
+    """Sampling of training rollouts, context budget and reward weights."""
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    """Optimizer and GRPO settings."""
+    trajectories_every: int = 2
+    """Every this many steps, write the trajectories of a fixed question sample (0: never)."""
+    trajectory_questions: int = 4
+    """Size of that fixed sample (drawn once, seeded)."""
+    save_every: int = 2
+    """Checkpoint every this many steps."""
+    run_dir: str = "runs/${experiment}"
+    """Folder of the run; rerunning with the same folder resumes from its last checkpoint."""
+    wandb: str = "disabled"
+    """disabled, offline or online (metrics.jsonl is always written)."""

@@ -1,0 +1,65 @@
+"""Training curves of a run directory, drawn from metrics.jsonl into curves.png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grasp.train.callbacks import read_metrics
+
+PANELS = (
+    ("reward", ("reward/total", "reward/R_A", "reward/R_R", "reward/R_S", "reward/R_E")),
+    (
+        "tool use per episode",
+        (
+            "tools/semantic_search_per_episode",
+            "tools/keyword_search_per_episode",
+            "tools/read_paragraph_per_episode",
+            "tools/answer_per_episode",
+        ),
+    ),
+    ("errors", ("tools/parse_error_rate", "tools/invalid_call_rate", "groups/zero_reward_spread")),
+    ("optimization", ("loss", "kl")),
+)
+
+
+def smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average (window 1 returns the values)."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_run(run_dir: Path, window: int | None = None) -> Path | None:
+    """Write ``curves.png`` (one panel per metric family); None when nothing was logged."""
+    records = [r for r in read_metrics(run_dir) if "reward/total" in r]
+    if not records:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    window = window or max(1, len(records) // 20)
+    fig, axes = plt.subplots(len(PANELS), 1, figsize=(8, 3 * len(PANELS)), sharex=True)
+    steps = [r["step"] for r in records]
+    for axis, (title, keys) in zip(axes, PANELS, strict=True):
+        for key in keys:
+            values = [r.get(key) for r in records]
+            if all(v is None for v in values):
+                continue
+            points = [(s, v) for s, v in zip(steps, values, strict=True) if v is not None]
+            xs = [s for s, _ in points]
+            axis.plot(xs, smooth([v for _, v in points], window), label=key.split("/", 1)[-1])
+        axis.set_title(f"{title} (moving average over {window} steps)")
+        axis.legend(fontsize=7, loc="best")
+        axis.grid(alpha=0.3)
+    axes[-1].set_xlabel("step")
+    fig.tight_layout()
+    path = run_dir / "curves.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

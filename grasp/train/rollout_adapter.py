@@ -1,0 +1,165 @@
+"""The bridge between TRL's GRPOTrainer and our rollout engine and reward.
+
+``GraspRollout`` is the ``rollout_func`` TRL calls each generation step. TRL hands it the
+prompts of the step, each repeated G times in a row; it finds each group's question, runs
+the rollout engine once for the whole batch (B questions x G samples), and returns the
+token ids, the env mask (tool results carry no loss) and per-sample extra fields.
+
+The reward reaches TRL as four reward functions, one per term, weighted [1, alpha, beta,
+gamma]: TRL's weighted sum is exactly ``compute_reward(...).total``, and TRL logs each term.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from grasp.rollout.engine import RolloutEngine
+from grasp.rollout.policy import Policy
+from grasp.rollout.trajectory import Trajectory
+from grasp.types import Question
+
+QUESTION_ID_KEY = "question_id"
+"""Key of the user message (in the training dataset's prompts) that names the question."""
+
+
+@dataclass
+class RolloutStats:
+    """What the last rollout did, drained into the trainer's metrics by a reward function."""
+
+    pending: dict[str, float] = field(default_factory=dict)
+    trajectories: list[Trajectory] = field(default_factory=list)
+    rollout_seconds: float = 0.0
+
+    def drain(self) -> dict[str, float]:
+        pending, self.pending = self.pending, {}
+        return pending
+
+
+def prompt_messages(question: Question, env_messages: list[dict]) -> list[dict]:
+    """The dataset prompt of a question: the environment's first messages, tagged with the id."""
+    messages = [dict(m) for m in env_messages]
+    messages[-1][QUESTION_ID_KEY] = question.question_id
+    return messages
+
+
+class GraspRollout:
+    """TRL ``rollout_func``: prompts in, our engine's trajectories out, as TRL's fields."""
+
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        questions: Mapping[str, Question],
+        policy_for: Callable[[Any], Policy],
+        stats: RolloutStats,
+        return_logprobs: bool = False,
+    ) -> None:
+        if engine.chat is None:
+            raise ValueError(
+                "training needs token bookkeeping: build the engine with a chat tokenizer"
+            )
+        self.engine = engine
+        self.questions = questions
+        self.policy_for = policy_for
+        self.stats = stats
+        self.return_logprobs = return_logprobs
+
+    def __call__(self, prompts: Sequence[list[dict]], trainer: Any) -> dict[str, Any]:
+        group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+        ids = [self._question_id(p) for p in prompts]
+        if len(ids) % group:
+            raise ValueError(f"{len(ids)} prompts do not split into groups of {group}")
+        heads = ids[::group]
+        for start, head in zip(range(0, len(ids), group), heads, strict=True):
+            if any(i != head for i in ids[start : start + group]):
+                raise ValueError("each group of G prompts must be one question repeated")
+        self.engine.policy = self.policy_for(trainer)
+        started = time.perf_counter()
+        batch = self.engine.run([self.questions[i] for i in heads], group_size=group)
+        self.stats.rollout_seconds = time.perf_counter() - started
+        trajectories = batch.trajectories
+        self.stats.trajectories = trajectories
+        self.stats.pending = rollout_metrics(trajectories, group)
+        self.stats.pending["time/rollout_generation_s"] = batch.timings.generation
+        self.stats.pending["time/rollout_environment_s"] = batch.timings.environment
+        traces = [t.tokens for t in trajectories]
+        logprobs = None
+        if self.return_logprobs and all(trace.has_logprobs for trace in traces):
+            logprobs = [trace.logprobs for trace in traces]
+        return {
+            "prompt_ids": [trace.prompt_ids for trace in traces],
+            "completion_ids": [trace.completion_ids for trace in traces],
+            "logprobs": logprobs,
+            "env_mask": [trace.env_mask for trace in traces],
+            "grasp_reward": [t.reward for t in trajectories],
+            "group_id": [t.group_id for t in trajectories],
+            "episode_id": [t.episode_id for t in trajectories],
+        }
+
+    def _question_id(self, prompt: Sequence[dict]) -> str:
+        for message in reversed(prompt):
+            if QUESTION_ID_KEY in message:
+                return str(message[QUESTION_ID_KEY])
+        raise ValueError(
+            "a training prompt carries no question id (build prompts with prompt_messages)"
+        )
+
+
+def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str, float]:
+    """Per-step rollout statistics, keyed area/name."""
+    n = len(trajectories)
+    turns = sum(t.turns_used for t in trajectories)
+    calls: Counter = Counter()
+    errors: Counter = Counter()
+    stops: Counter = Counter()
+    for t in trajectories:
+        calls.update(t.tool_calls)
+        errors.update(t.errors)
+        stops[t.stop_reason] += 1
+    totals = [t.reward["reward/total"] for t in trajectories]
+    groups = [totals[i : i + group] for i in range(0, n, group)]
+    flat = sum(1 for g in groups if max(g) - min(g) < 1e-9)
+    metrics = {
+        "answer/em": statistics.fmean(t.reward["answer/em"] for t in trajectories),
+        "answer/f1": statistics.fmean(t.reward["answer/f1"] for t in trajectories),
+        "episode/turns": turns / n,
+        "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
+        "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
+        "tools/parse_error_rate": sum(v for k, v in errors.items() if k != "invalid_call")
+        / max(turns, 1),
+        "tools/invalid_call_rate": errors["invalid_call"] / max(turns, 1),
+        "groups/zero_reward_spread": flat / max(len(groups), 1),
+    }
+    for key in trajectories[0].reward:
+        if key.startswith("reward/"):
+            metrics[key] = statistics.fmean(t.reward[key] for t in trajectories)
+    for name in ("semantic_search", "keyword_search", "read_paragraph", "search", "answer"):
+        metrics[f"tools/{name}_per_episode"] = calls[name] / n
+    for reason in ("answered", "turn_budget", "token_budget", "no_tool_call", "generation_error"):
+        metrics[f"stop/{reason}"] = stops[reason] / n
+    return metrics
+
+
+def reward_functions(stats: RolloutStats) -> list[Callable[..., list[float]]]:
+    """One TRL reward function per term; the first also logs the rollout's statistics."""
+
+    def term(key: str, name: str, log_stats: bool) -> Callable[..., list[float]]:
+        def reward(prompts, completions, grasp_reward, log_metric=None, **kwargs) -> list[float]:
+            if log_stats and log_metric is not None:
+                for metric, value in stats.drain().items():
+                    log_metric(metric, value)
+            return [float(r[key]) for r in grasp_reward]
+
+        reward.__name__ = name
+        return reward
+
+    return [
+        term("reward/R_A", "R_A", True),
+        term("reward/R_R", "R_R", False),
+        term("reward/R_S", "R_S", False),
+        term("reward/R_E", "R_E", False),
+    ]

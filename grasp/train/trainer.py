@@ -1,0 +1,333 @@
+"""A GRPO training run: data, index, environment, TRL's GRPOTrainer fed by our rollout engine.
+
+The flow of one run (``run_training``):
+validate the config -> questions (train / eval) -> pooled index -> environment -> policy
+model -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout, reward = 4 terms) ->
+train (resuming from the run's last checkpoint if any) -> evaluation after -> results.json
+and curves.png in the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from grasp.corpus import CorpusIndex, SentenceCorpus, build_index
+from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
+from grasp.env.environment import RetrievalEnvironment
+from grasp.eval.policy_eval import evaluate_policy
+from grasp.models import WHEEL_PREFIX, load_policy_model
+from grasp.paths import REPO_ROOT
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.hf_policy import HFPolicy
+from grasp.rollout.policy import SamplingConfig
+from grasp.rollout.trajectory import write_trajectories
+from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
+from grasp.train.config import TrainConfig
+from grasp.train.plots import plot_run
+from grasp.train.rollout_adapter import (
+    GraspRollout,
+    RolloutStats,
+    prompt_messages,
+    reward_functions,
+)
+from grasp.types import DatasetName, Question
+
+log = logging.getLogger(__name__)
+
+TRAIN_SOURCES = ("smoke_split", "hub")
+
+
+@dataclass
+class TrainingData:
+    train: list[Question]
+    eval: list[Question]
+    pooled: list[Question]
+    """Every question whose paragraphs go into the index."""
+    label: str
+    """What the split is, written into results.json."""
+
+
+def validate_config(config: TrainConfig) -> None:
+    """Fail before any work, naming the field, on settings that cannot work."""
+    config.env.validate()
+    if config.train_source not in TRAIN_SOURCES:
+        raise ValueError(f"train_source={config.train_source!r} is not one of {TRAIN_SOURCES}")
+    DatasetName(config.dataset)
+    name = config.model.name
+    if (
+        not name.startswith(WHEEL_PREFIX)
+        and name.startswith((".", "/"))
+        and not Path(name).exists()
+    ):
+        raise FileNotFoundError(f"model.name={name!r}: no such folder")
+    if name.startswith(WHEEL_PREFIX):
+        from grasp.models import gguf_path, wheel_model
+
+        gguf_path(wheel_model(name))  # raises naming the missing wheel
+    grpo = config.grpo
+    for field_name in ("num_generations", "questions_per_step", "max_steps"):
+        if getattr(grpo, field_name) < 1:
+            raise ValueError(f"grpo.{field_name} must be at least 1")
+    if grpo.num_generations < 2:
+        raise ValueError(
+            "grpo.num_generations must be at least 2: GRPO compares samples in a group"
+        )
+    if config.wandb not in ("disabled", "offline", "online"):
+        raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
+
+
+def load_training_data(config: TrainConfig) -> TrainingData:
+    dataset = DatasetName(config.dataset)
+    dev = load_questions(dataset, DataSource.NORMALIZED, split=config.eval_split)
+    if config.train_source == "smoke_split":
+        halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
+        eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
+        label = f"smoke split: disjoint halves of the bundled {dataset} {config.eval_split} set"
+        return TrainingData(halves.train, eval_questions, dev, label)
+    train = load_questions(dataset, DataSource.HUB, split="train")
+    eval_questions = sample_questions(dev, config.eval_questions, seed=42)
+    return TrainingData(train, eval_questions, train + dev, f"{dataset} train (hub) / dev")
+
+
+def _default_index_dir(config: TrainConfig) -> Path:
+    # The smoke split pools the bundled dev set: the same corpus, so the same index, as
+    # evaluation and build_index use for that split.
+    name = config.eval_split if config.train_source == "smoke_split" else "train"
+    return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
+
+
+def check_top_k(config: TrainConfig, pooled: list[Question]) -> None:
+    corpus = SentenceCorpus.from_questions(pooled)
+    units = corpus.num_units(config.env.granularity)
+    if config.env.top_k > units:
+        raise ValueError(f"env.top_k={config.env.top_k} exceeds the {units} units of the corpus")
+
+
+def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any]:
+    """Run (or resume) the training described by ``config`` in ``config.run_dir``."""
+    validate_config(config)
+    run_dir = Path(config.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _check_same_run(run_dir / "config.json", resolved)
+    data = load_training_data(config)
+    check_top_k(config, data.pooled)
+    index_dir = Path(config.index_dir or _default_index_dir(config))
+    build_index(data.pooled, config.index, index_dir, source={"dataset": config.dataset})
+    index = CorpusIndex.load(index_dir, config.index).warm_up()
+    env = RetrievalEnvironment(index, config.env)
+    loaded = load_policy_model(config.model)
+    chat = ChatTokenizer(loaded.tokenizer, env.tool_schemas)
+    greedy = RolloutConfig(
+        sampling=SamplingConfig(0.0, 1.0, config.rollout.sampling.max_new_tokens, 0),
+        max_context_tokens=config.rollout.max_context_tokens,
+        reward=config.rollout.reward,
+    )
+
+    def evaluate(model: Any, name: str) -> dict[str, Any]:
+        engine = RolloutEngine(env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
+        return evaluate_policy(engine, data.eval, run_dir / name, resolved).results
+
+    before_file = run_dir / "eval_before" / "results.json"
+    if config.eval_before and not before_file.exists():
+        evaluate(loaded.model, "eval_before")
+    trainer = _make_trainer(config, data, env, loaded, chat, run_dir)
+    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"))
+    if checkpoints:
+        log.info("resuming from %s", checkpoints[-1])
+    trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None)
+    trainer.save_model(str(run_dir / "final"))
+    after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "eval_after")
+    before = json.loads(before_file.read_text()) if before_file.exists() else None
+    results = _results(config, data, before, after, trainer.state.global_step)
+    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    plot_run(run_dir)
+    return results
+
+
+RESUMABLE_CHANGES = ("grpo.max_steps", "wandb")
+"""Fields a resumed run may change (train longer, log elsewhere); any other change is refused."""
+
+
+def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
+    """Refuse to resume a run directory with a different configuration."""
+    if path.exists():
+        before = json.loads(path.read_text())
+        changed = sorted(
+            key
+            for key in set(_flatten(before)) | set(_flatten(resolved))
+            if key not in RESUMABLE_CHANGES
+            and _flatten(before).get(key) != _flatten(resolved).get(key)
+        )
+        if changed:
+            raise ValueError(
+                f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "
+                "choose another run_dir= or delete that folder"
+            )
+    path.write_text(json.dumps(resolved, indent=2, default=str))
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+def _make_trainer(config, data, env, loaded, chat, run_dir: Path):
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    stats = RolloutStats()
+    engine = RolloutEngine(env, HFPolicy(loaded.model, loaded.tokenizer), config.rollout, chat=chat)
+    rows = [{"prompt": prompt_messages(q, env.reset(q).messages)} for q in data.train]
+    policy_for = _policy_factory(config, loaded.tokenizer)
+    rollout = GraspRollout(
+        engine,
+        {q.question_id: q for q in data.train},
+        policy_for,
+        stats,
+        return_logprobs=config.grpo.use_vllm,
+    )
+    size = min(config.trajectory_questions, len(data.eval))
+    sample = random.Random(config.grpo.seed).sample(data.eval, size)
+
+    def save_sample(step: int) -> None:
+        policy = policy_for(trainer)
+        greedy = RolloutConfig(
+            sampling=SamplingConfig(0.0, 1.0, config.rollout.sampling.max_new_tokens, 0),
+            max_context_tokens=config.rollout.max_context_tokens,
+            reward=config.rollout.reward,
+        )
+        batch = RolloutEngine(env, policy, greedy, chat=chat).run(sample)
+        write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if config.wandb != "disabled":
+        os.environ.setdefault("WANDB_MODE", config.wandb)
+        os.environ.setdefault("WANDB_DIR", str(run_dir))
+    trainer = GRPOTrainer(
+        model=loaded.model,
+        reward_funcs=reward_functions(stats),
+        args=_grpo_args(config, run_dir),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=loaded.tokenizer,
+        peft_config=_lora_config(config),
+        rollout_func=rollout,
+        callbacks=[
+            MetricsFileCallback(run_dir, stats),
+            TrajectorySampleCallback(config.trajectories_every, save_sample),
+        ],
+    )
+    return trainer
+
+
+def _policy_factory(config: TrainConfig, tokenizer: Any):
+    """How the rollout reaches the current weights: the trainer's model, or its vLLM engine."""
+
+    def policy_for(trainer: Any):
+        if not config.grpo.use_vllm:
+            return HFPolicy(trainer.accelerator.unwrap_model(trainer.model), tokenizer)
+        from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
+
+        generation = trainer.vllm_generation
+        if config.grpo.vllm_mode == "colocate":
+            return VLLMPolicy(generation.llm)
+        return VLLMServerPolicy(generation.vllm_client, tokenizer)
+
+    return policy_for
+
+
+def _grpo_args(config: TrainConfig, run_dir: Path):
+    from trl import GRPOConfig
+
+    grpo = config.grpo
+    reward = config.rollout.reward
+    # One optimizer step sees B questions x G samples, spread over processes and micro-batches.
+    step_batch = grpo.questions_per_step * grpo.num_generations
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    per_device, remainder = divmod(step_batch, grpo.gradient_accumulation_steps * world_size)
+    if remainder or per_device < 1:
+        raise ValueError(
+            f"grpo.questions_per_step x grpo.num_generations = {step_batch} must split evenly over "
+            f"{world_size} processes x {grpo.gradient_accumulation_steps} accumulation steps"
+        )
+    return GRPOConfig(
+        output_dir=str(run_dir / "checkpoints"),
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=grpo.gradient_accumulation_steps,
+        num_generations=grpo.num_generations,
+        max_completion_length=config.rollout.max_context_tokens,
+        max_steps=grpo.max_steps,
+        learning_rate=grpo.learning_rate,
+        lr_scheduler_type=grpo.lr_scheduler_type,
+        warmup_steps=grpo.warmup_steps,
+        weight_decay=grpo.weight_decay,
+        max_grad_norm=grpo.max_grad_norm,
+        beta=grpo.beta,
+        loss_type=grpo.loss_type,
+        epsilon=grpo.epsilon,
+        epsilon_high=grpo.epsilon_high if grpo.epsilon_high is not None else grpo.epsilon,
+        scale_rewards=grpo.scale_rewards,
+        num_iterations=grpo.num_iterations,
+        reward_weights=[1.0, reward.alpha, reward.beta, reward.gamma],
+        bf16=grpo.bf16,
+        gradient_checkpointing=grpo.gradient_checkpointing,
+        use_cpu=config.model.device == "cpu",
+        use_vllm=grpo.use_vllm,
+        vllm_mode=grpo.vllm_mode,
+        vllm_server_base_url=grpo.vllm_server_base_url,
+        vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
+        seed=grpo.seed,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=config.save_every,
+        save_total_limit=2,
+        report_to=[] if config.wandb == "disabled" else ["wandb"],
+        disable_dropout=True,
+        log_completions=False,
+        dataloader_num_workers=0,
+    )
+
+
+def _lora_config(config: TrainConfig):
+    lora = config.grpo.lora
+    if not lora.enabled:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
+
+
+def _results(config, data: TrainingData, before, after, steps: int) -> dict[str, Any]:
+    keys = ("em", "f1", "recall", "read_recall", "parse_error_rate", "turns_per_episode")
+    results: dict[str, Any] = {
+        "experiment": config.experiment,
+        "data": data.label,
+        "train_questions": len(data.train),
+        "eval_questions": len(data.eval),
+        "steps": steps,
+        "after": after,
+    }
+    if before is not None:
+        results["before"] = before
+        results["delta"] = {k: after[k] - before[k] for k in keys}
+        results["delta"].update(
+            {k: after["reward"][k] - before["reward"][k] for k in after["reward"]}
+        )
+    results["config"] = {"grpo": asdict(config.grpo), "env": asdict(config.env)}
+    return results

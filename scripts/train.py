@@ -1,0 +1,43 @@
+"""Train the GRASP policy with GRPO (TRL), evaluating before and after.
+
+    python scripts/train.py                                  # experiment=cpu_smoke, < 10 min on CPU
+    python scripts/train.py experiment=cpu_learn             # a few hundred CPU steps
+    python scripts/train.py experiment=cpu_smoke ablation=no_read run_dir=runs/smoke-no-read
+    accelerate launch --config_file configs/accelerate/zero2.yaml scripts/train.py \
+        experiment=grasp_qwen2.5_3b
+
+The run directory (run_dir=, default runs/<experiment>) receives config.json, metrics.jsonl,
+trajectories/, checkpoints/, eval_before/, eval_after/, results.json and curves.png.
+Running the same command again resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from grasp.config import register_configs, to_dataclass
+from grasp.train.config import TrainConfig
+from grasp.train.trainer import run_training
+
+log = logging.getLogger("train")
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="train")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, TrainConfig)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    results = run_training(config, resolved)
+    summary = {k: results["after"][k] for k in ("em", "f1", "recall", "parse_error_rate")}
+    log.info("after training: %s", json.dumps(summary))
+    if "delta" in results:
+        log.info("change from before: %s", json.dumps(results["delta"]))
+    log.info("run directory: %s", config.run_dir)
+
+
+if __name__ == "__main__":
+    main()
