@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install demo test lint bench eval-retrieval clean-indexes
+.PHONY: install demo test lint bench eval-retrieval train-learn clean-indexes
 
 install: $(INSTALLED)
 
@@ -22,6 +22,7 @@ $(INSTALLED): pyproject.toml constraints.txt
 demo: install
 	$(PY) scripts/build_index.py dataset=hotpotqa split=dev
 	$(PY) scripts/eval_retrieval.py 'datasets=[hotpotqa]' out=runs/demo/eval_retrieval.json
+	$(PY) scripts/train.py
 
 test: install
 	$(PY) -m pytest
@@ -32,6 +33,9 @@ lint: install
 
 bench: install
 	$(PY) scripts/bench_retrieval.py out=runs/bench_retrieval.json
+
+train-learn: install
+	$(PY) scripts/train.py experiment=cpu_learn
 
 eval-retrieval: install
 	$(PY) scripts/eval_retrieval.py out=runs/eval_retrieval.json

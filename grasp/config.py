@@ -20,10 +20,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
 from grasp.env.environment import EnvConfig
+from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
 from grasp.train.config import TrainConfig
-from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName, parse_enum
 
 T = TypeVar("T")

@@ -38,6 +38,9 @@ class RewardConfig:
     """Weight of R_E, the share of the turn budget left unused."""
     efficiency_answer_threshold: float = 0.5
     """R_E is paid only when the answer F1 is strictly above this."""
+    delta: float = 0.0
+    """Weight of R_F, the share of turns that were valid tool calls. Not in the paper (0 by
+    default): a format-shaping term for tiny models that rarely produce a valid call."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -66,11 +69,13 @@ class RewardBreakdown:
     r_efficiency: float
     """R_E: unused share of the turn budget (0 unless the answer clears the threshold)."""
     total: float
-    """R_A + alpha * R_R + beta * R_S + gamma * R_E."""
+    """R_A + alpha * R_R + beta * R_S + gamma * R_E (+ delta * R_F when delta > 0)."""
     em: float
     """Exact match of the answer (max over aliases)."""
     f1: float
     """Token F1 of the answer (max over aliases); equal to r_answer."""
+    r_format: float = 0.0
+    """R_F: share of the turns used that were valid tool calls, before weighting."""
 
     def as_dict(self, prefix: str = "reward/") -> dict[str, float]:
         """Flat metrics for logging: reward terms under ``prefix``, EM/F1 under ``answer/``."""
@@ -79,6 +84,7 @@ class RewardBreakdown:
             f"{prefix}R_R": self.r_read,
             f"{prefix}R_S": self.r_search,
             f"{prefix}R_E": self.r_efficiency,
+            f"{prefix}R_F": self.r_format,
             f"{prefix}total": self.total,
             "answer/em": self.em,
             "answer/f1": self.f1,
@@ -118,7 +124,11 @@ def compute_reward(
         bool(evidence.semantic_paragraph_ids & gold) and bool(evidence.keyword_paragraph_ids & gold)
     )
     r_efficiency = efficiency if answered and f1 > config.efficiency_answer_threshold else 0.0
+    r_format = 0.0
+    if evidence.turns_used > 0:
+        r_format = (evidence.turns_used - evidence.invalid_turns) / evidence.turns_used
     total = f1 + config.alpha * r_read + config.beta * r_search + config.gamma * r_efficiency
+    total += config.delta * r_format
     return RewardBreakdown(
         r_answer=f1,
         r_read=r_read,
@@ -127,4 +137,5 @@ def compute_reward(
         total=total,
         em=em,
         f1=f1,
+        r_format=r_format,
     )

@@ -169,3 +169,5 @@ class EpisodeEvidence:
     """D_r: paragraphs read (repeated reads count once)."""
     turns_used: int
     turn_budget: int
+    invalid_turns: int = 0
+    """Turns whose text was not a runnable tool call (parse errors and refused calls)."""

@@ -65,7 +65,7 @@ def main(cfg: DictConfig) -> None:
     build_index(questions, config.index, directory)
     index = CorpusIndex.load(directory, config.index).warm_up()
     env = RetrievalEnvironment(index, config.env)
-    built = build_policy(config.policy, env.tool_schemas)
+    built = build_policy(config.policy, env.prompt_tool_schemas)
     results: dict[str, object] = {"scripted": []}
     for count in config.episode_counts:
         for chat in (None, built.chat):

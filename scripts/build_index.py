@@ -36,8 +36,12 @@ def main(cfg: DictConfig) -> None:
     name = config.dataset.name
     path = dataset_path(config.dataset, config.split)
     questions = load_questions(name, config.dataset.source, path=path, split=config.split)
-    directory = Path(config.index_dir) if config.index_dir else default_index_dir(name, config.split)
-    log.info("%d %s %s questions from %s -> %s", len(questions), name, config.split, path, directory)
+    directory = (
+        Path(config.index_dir) if config.index_dir else default_index_dir(name, config.split)
+    )
+    log.info(
+        "%d %s %s questions from %s -> %s", len(questions), name, config.split, path, directory
+    )
     source = {"dataset": str(name), "split": config.split, "path": str(path)}
     manifest = build_index(questions, config.index, directory, source=source)
     counts = manifest.corpus
@@ -57,8 +61,10 @@ def main(cfg: DictConfig) -> None:
         for question, question_hits in zip(sample, hits, strict=True):
             print(f"\n[{retriever}] {question.question}  (gold: {question.answers[0]})")
             for hit in question_hits:
-                print(f"  {hit.score:7.3f}  s{hit.sentence_id} p{hit.paragraph_id} "
-                      f"[{hit.title}] {hit.text[:100]}")
+                print(
+                    f"  {hit.score:7.3f}  s{hit.sentence_id} p{hit.paragraph_id} "
+                    f"[{hit.title}] {hit.text[:100]}"
+                )
 
 
 if __name__ == "__main__":

@@ -64,9 +64,9 @@ def main(cfg: DictConfig) -> None:
 def format_table(results: dict, k: int) -> str:
     """Markdown table: one row per dataset and granularity, recall / all-gold per retriever."""
     retrievers = [str(r) for r in (Retriever.BM25, Retriever.DENSE, Retriever.HYBRID)]
-    header = "| dataset | granularity | " + " | ".join(
-        f"{r} R@{k} / all" for r in retrievers
-    ) + " |"
+    header = (
+        "| dataset | granularity | " + " | ".join(f"{r} R@{k} / all" for r in retrievers) + " |"
+    )
     lines = [header, "|" + "---|" * (2 + len(retrievers))]
     for dataset, per_granularity in results.items():
         for granularity in (str(g) for g in Granularity):

@@ -50,7 +50,7 @@ def main(cfg: DictConfig) -> None:
     build_index(questions, config.index, directory, source=source)
     index = CorpusIndex.load(directory, config.index)
     env = RetrievalEnvironment(index, config.env)
-    built = build_policy(config.policy, env.tool_schemas)
+    built = build_policy(config.policy, env.prompt_tool_schemas)
     engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
     sample = sample_questions(questions, config.n, seed=config.seed)
     out = (

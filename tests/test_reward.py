@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import fields
@@ -294,11 +295,35 @@ def test_as_dict_keys_and_values() -> None:
             "reward/R_R": 1.0,
             "reward/R_S": 1.0,
             "reward/R_E": 0.5,
+            "reward/R_F": 1.0,
             "reward/total": 1.925,
             "answer/em": 1.0,
             "answer/f1": 1.0,
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("turns_used", "invalid_turns", "delta", "r_format", "total"),
+    [
+        (2, 0, 0.0, 1.0, 1.925),  # the paper's weights: R_F is reported, not paid
+        (2, 0, 0.5, 1.0, 2.425),
+        (2, 1, 0.5, 0.5, 2.175),
+        (2, 2, 0.5, 0.0, 1.925),
+    ],
+)
+def test_format_term_pays_the_share_of_valid_turns(
+    turns_used: int, invalid_turns: int, delta: float, r_format: float, total: float
+) -> None:
+    evidence = dataclasses.replace(FULL, turns_used=turns_used, invalid_turns=invalid_turns)
+    reward = compute_reward(evidence, RewardConfig(delta=delta))
+    assert reward.r_format == pytest.approx(r_format)
+    assert reward.total == pytest.approx(total)
+
+
+def test_format_term_is_zero_without_turns() -> None:
+    evidence = dataclasses.replace(FULL, answer=None, turns_used=0)
+    assert compute_reward(evidence, RewardConfig(delta=1.0)).r_format == 0.0
 
 
 def test_as_dict_prefix() -> None:
@@ -308,6 +333,7 @@ def test_as_dict_prefix() -> None:
         "val/reward/R_R",
         "val/reward/R_S",
         "val/reward/R_E",
+        "val/reward/R_F",
         "val/reward/total",
         "answer/em",
         "answer/f1",

@@ -191,12 +191,7 @@ def encode_units(
             if path.exists():
                 progress.update(len(shard_texts))
                 continue
-            parts = []
-            for start in range(0, len(shard_texts), 2048):
-                chunk = shard_texts[start : start + 2048]
-                parts.append(encoder.encode_documents(chunk))
-                progress.update(len(chunk))
-            _save_atomic(path, np.concatenate(parts))
+            _save_atomic(path, _encode_sorted(encoder, shard_texts, progress))
     output = unit_dir / EMBEDDINGS_FILE
     tmp = unit_dir / (EMBEDDINGS_FILE + ".tmp")
     merged = np.lib.format.open_memmap(
@@ -213,6 +208,17 @@ def encode_units(
     (unit_dir / "embeddings.key").write_text(embeddings_key)
     shutil.rmtree(shard_dir)
     return output
+
+
+def _encode_sorted(encoder: DenseEncoder, texts: list[str], progress: tqdm) -> np.ndarray:
+    """[len(texts), dim] vectors, encoded shortest first: batches of similar length pad less."""
+    order = np.argsort([len(text) for text in texts], kind="stable")
+    vectors = np.empty((len(texts), encoder.dimension), dtype=np.float32)
+    for start in range(0, len(texts), 2048):
+        rows = order[start : start + 2048]
+        vectors[rows] = encoder.encode_documents([texts[i] for i in rows])
+        progress.update(len(rows))
+    return vectors
 
 
 def _save_atomic(path: Path, array: np.ndarray) -> None:

@@ -89,6 +89,11 @@ class EnvConfig:
     """Longer queries are rejected with an error observation."""
     max_observation_chars: int = 2000
     """Each hit or paragraph text is cut to this many characters."""
+    demonstration: bool = False
+    """Show one worked example episode before the question (a scaffold for tiny models)."""
+    schemas_in_prompt: bool = True
+    """Render the tools' JSON schemas through the chat template (about 600 tokens); when
+    false, the system prompt lists the tools in one line each (for short CPU contexts)."""
 
     def __post_init__(self) -> None:
         # Enum-valued fields are typed str for Hydra (which matches enums by member name);
@@ -186,6 +191,7 @@ class Episode:
             read_paragraph_ids=frozenset(self.read_paragraph_ids),
             turns_used=self.turns_used,
             turn_budget=self.turn_budget,
+            invalid_turns=sum(1 for turn in self.turns if turn.error is not None),
         )
 
 
@@ -203,6 +209,14 @@ class RetrievalEnvironment:
         self.config = config
         self.specs = tool_specs(config.tools)
         self.tool_schemas = [tool_schema(t) for t in config.tools]
+        self.system_prompt = observations.SYSTEM_PROMPT
+        if not config.schemas_in_prompt:
+            self.system_prompt += "\n\n" + observations.compact_tool_list(config.tools)
+
+    @property
+    def prompt_tool_schemas(self) -> list[dict]:
+        """The schemas the chat template renders (none when the prompt lists tools itself)."""
+        return self.tool_schemas if self.config.schemas_in_prompt else []
 
     def reset(self, question: Question, group_id: int = 0, sample_index: int = 0) -> Episode:
         """A new episode for ``question``: the system and user messages, nothing else yet."""
@@ -210,13 +224,15 @@ class RetrievalEnvironment:
         scope = None
         if self.config.scope is SearchScope.QUESTION:
             scope = corpus.question_scope(question.question_id)
-        messages = [
-            {"role": "system", "content": observations.SYSTEM_PROMPT},
+        messages = [{"role": "system", "content": self.system_prompt}]
+        if self.config.demonstration:
+            messages += observations.demonstration(self.config.turn_budget)
+        messages.append(
             {
                 "role": "user",
                 "content": observations.user_prompt(question.question, self.config.turn_budget),
-            },
-        ]
+            }
+        )
         return Episode(
             episode_id=f"{question.question_id}#{sample_index}",
             question=question,

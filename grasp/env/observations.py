@@ -7,6 +7,7 @@ stay plain text; the parser never reads them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from grasp.types import Hit, ToolName
@@ -23,6 +24,53 @@ or yes/no), not a sentence. You have a limited number of turns; every call uses 
 def user_prompt(question: str, turn_budget: int) -> str:
     """The first user message: the question and the turn budget T."""
     return f"Question: {question}\nYou have {turn_budget} turns."
+
+
+_COMPACT_SIGNATURES = {
+    "semantic_search": "semantic_search(query): top sentences by meaning",
+    "keyword_search": "keyword_search(query): top sentences by shared words (BM25)",
+    "read_paragraph": "read_paragraph(sentence_id or paragraph_id): the whole paragraph",
+    "search": "search(query): top paragraphs",
+    "answer": "answer(answer): final short answer; ends the episode",
+}
+
+
+def compact_tool_list(tools: Sequence[str]) -> str:
+    """One line per tool and the call format: a short stand-in for the JSON schemas."""
+    lines = [f"- {_COMPACT_SIGNATURES[str(t)]}" for t in tools]
+    example = '<tool_call>\n{"name": "<tool>", "arguments": {"<argument>": <value>}}\n</tool_call>'
+    return "Tools:\n" + "\n".join(lines) + "\nCall format:\n" + example
+
+
+def _call(name: str, **arguments: object) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def demonstration(turn_budget: int) -> list[dict[str, str]]:
+    """A short worked episode (invented, not from any dataset) shown before the question."""
+    return [
+        {
+            "role": "user",
+            "content": user_prompt("Where was the director of Jaws born?", turn_budget),
+        },
+        {"role": "assistant", "content": _call("keyword_search", query="Jaws film director")},
+        {
+            "role": "tool",
+            "content": 'keyword_search("Jaws film director"):\n1. [s10 p3 "Jaws (film)"] Jaws is '
+            "a 1975 film directed by Steven Spielberg.\n" + turns_left_line(turn_budget - 1),
+        },
+        {
+            "role": "assistant",
+            "content": _call("semantic_search", query="Steven Spielberg birthplace"),
+        },
+        {
+            "role": "tool",
+            "content": 'semantic_search("Steven Spielberg birthplace"):\n1. [s42 p9 "Steven '
+            'Spielberg"] Spielberg was born in Cincinnati, Ohio.\n'
+            + turns_left_line(turn_budget - 2),
+        },
+        {"role": "assistant", "content": _call("answer", answer="Cincinnati")},
+    ]
 
 
 def turns_left_line(turns_left: int) -> str:

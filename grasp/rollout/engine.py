@@ -35,6 +35,10 @@ class RolloutConfig:
     """Token budget of an episode (prompt + all turns); past it the episode stops."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Weights of the composite reward."""
+    assistant_prefix: str = ""
+    """Text the environment writes at the start of every assistant turn (mask 0), which the
+    model continues, e.g. '<tool_call>\n{"name": "'. A format scaffold for tiny models; token-
+    level policies only. Empty (no scaffold) for the paper's runs."""
 
 
 @dataclass
@@ -89,6 +93,7 @@ class RolloutEngine:
             if not active:
                 break
             timings.turns += 1
+            prefix_ids = self._insert_prefix([traces[i] for i in active])
             t0 = time.perf_counter()
             generations = self.policy.generate(
                 [self._request(episodes[i], traces[i]) for i in active],
@@ -96,7 +101,12 @@ class RolloutEngine:
             )
             t1 = time.perf_counter()
             timings.generation += t1 - t0
-            self._apply([episodes[i] for i in active], [traces[i] for i in active], generations)
+            self._apply(
+                [episodes[i] for i in active],
+                [traces[i] for i in active],
+                generations,
+                prefixed=prefix_ids is not None,
+            )
             timings.environment += time.perf_counter() - t1
         trajectories = []
         for episode, trace in zip(episodes, traces, strict=True):
@@ -111,6 +121,16 @@ class RolloutEngine:
         if self.chat is None:
             return None
         return TokenTrace(prompt_ids=self.chat.prompt_ids(episode.messages))
+
+    def _insert_prefix(self, traces: Sequence[TokenTrace | None]) -> list[int] | None:
+        """Append the assistant prefix to each trace (as inserted ids); None when unused."""
+        if not self.config.assistant_prefix or self.chat is None:
+            return None
+        ids = self.chat.text_ids(self.config.assistant_prefix)
+        for trace in traces:
+            if trace is not None:
+                trace.add_inserted(ids)
+        return ids
 
     def _has_room(self, episode: Episode, trace: TokenTrace | None) -> bool:
         """Stop an episode whose context cannot fit one more token."""
@@ -140,6 +160,7 @@ class RolloutEngine:
         episodes: Sequence[Episode],
         traces: Sequence[TokenTrace | None],
         generations: Sequence[Generation],
+        prefixed: bool = False,
     ) -> None:
         if len(generations) != len(episodes):
             raise RuntimeError(
@@ -155,7 +176,8 @@ class RolloutEngine:
             stepping.append((episode, trace, generation))
         if not stepping:
             return
-        self.env.step([e for e, _, _ in stepping], [g.text for _, _, g in stepping])
+        prefix = self.config.assistant_prefix if prefixed else ""
+        self.env.step([e for e, _, _ in stepping], [prefix + g.text for _, _, g in stepping])
         for episode, trace, generation in stepping:
             if trace is None or episode.done:
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 from grasp.env.environment import Episode
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
+from grasp.types import EpisodeEvidence
 
 
 @dataclass
@@ -76,6 +77,20 @@ class Trajectory:
             prompt_tokens=len(trace.prompt_ids) if trace else 0,
             completion_tokens=len(trace.completion_ids) if trace else 0,
             tokens=trace,
+        )
+
+    def evidence(self) -> EpisodeEvidence:
+        """The reward's inputs, rebuilt from what the trajectory recorded."""
+        return EpisodeEvidence(
+            answer=self.answer,
+            gold_answers=tuple(self.gold_answers),
+            gold_paragraph_ids=frozenset(self.gold_paragraph_ids),
+            semantic_paragraph_ids=frozenset(self.semantic_paragraph_ids),
+            keyword_paragraph_ids=frozenset(self.keyword_paragraph_ids),
+            read_paragraph_ids=frozenset(self.read_paragraph_ids),
+            turns_used=self.turns_used,
+            turn_budget=self.turn_budget,
+            invalid_turns=sum(1 for turn in self.turns if turn["error"]),
         )
 
     @property

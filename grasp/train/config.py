@@ -104,6 +104,8 @@ class TrainConfig:
     train_source: str = "smoke_split"
     """smoke_split (bundled dev split into disjoint train/eval halves: NOT the paper protocol),
     or hub (the dataset's train split from the Hugging Face hub, the paper's setting)."""
+    questions_path: str | None = None
+    """smoke_split: a normalized JSONL to split instead of the bundled data/<dataset>/ file."""
     eval_split: str = "dev"
     """Split the evaluation questions come from (bundled)."""
     eval_questions: int = 16

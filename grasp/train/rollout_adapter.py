@@ -5,8 +5,8 @@ prompts of the step, each repeated G times in a row; it finds each group's quest
 the rollout engine once for the whole batch (B questions x G samples), and returns the
 token ids, the env mask (tool results carry no loss) and per-sample extra fields.
 
-The reward reaches TRL as four reward functions, one per term, weighted [1, alpha, beta,
-gamma]: TRL's weighted sum is exactly ``compute_reward(...).total``, and TRL logs each term.
+The reward reaches TRL as five reward functions, one per term, weighted [1, alpha, beta,
+gamma, delta]: TRL's weighted sum is exactly ``compute_reward(...).total``, and TRL logs each term.
 """
 
 from __future__ import annotations
@@ -162,4 +162,5 @@ def reward_functions(stats: RolloutStats) -> list[Callable[..., list[float]]]:
         term("reward/R_R", "R_R", False),
         term("reward/R_S", "R_S", False),
         term("reward/R_E", "R_E", False),
+        term("reward/R_F", "R_F", False),
     ]

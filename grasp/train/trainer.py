@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import random
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,12 @@ from grasp.corpus import CorpusIndex, SentenceCorpus, build_index
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
-from grasp.models import WHEEL_PREFIX, load_policy_model
+from grasp.models import WHEEL_PREFIX, LoadedModel, load_policy_model
 from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
-from grasp.rollout.policy import SamplingConfig
+from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
 from grasp.train.config import TrainConfig
@@ -85,7 +86,9 @@ def validate_config(config: TrainConfig) -> None:
 
 def load_training_data(config: TrainConfig) -> TrainingData:
     dataset = DatasetName(config.dataset)
-    dev = load_questions(dataset, DataSource.NORMALIZED, split=config.eval_split)
+    dev = load_questions(
+        dataset, DataSource.NORMALIZED, path=config.questions_path, split=config.eval_split
+    )
     if config.train_source == "smoke_split":
         halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
         eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
@@ -110,6 +113,12 @@ def check_top_k(config: TrainConfig, pooled: list[Question]) -> None:
         raise ValueError(f"env.top_k={config.env.top_k} exceeds the {units} units of the corpus")
 
 
+def greedy_rollout(rollout: RolloutConfig) -> RolloutConfig:
+    """The training rollout settings with greedy decoding and one sample (for evaluation)."""
+    sampling = replace(rollout.sampling, temperature=0.0, top_p=1.0, seed=0)
+    return replace(rollout, sampling=sampling, group_size=1)
+
+
 def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any]:
     """Run (or resume) the training described by ``config`` in ``config.run_dir``."""
     validate_config(config)
@@ -123,12 +132,8 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     index = CorpusIndex.load(index_dir, config.index).warm_up()
     env = RetrievalEnvironment(index, config.env)
     loaded = load_policy_model(config.model)
-    chat = ChatTokenizer(loaded.tokenizer, env.tool_schemas)
-    greedy = RolloutConfig(
-        sampling=SamplingConfig(0.0, 1.0, config.rollout.sampling.max_new_tokens, 0),
-        max_context_tokens=config.rollout.max_context_tokens,
-        reward=config.rollout.reward,
-    )
+    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
+    greedy = greedy_rollout(config.rollout)
 
     def evaluate(model: Any, name: str) -> dict[str, Any]:
         engine = RolloutEngine(env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
@@ -137,7 +142,7 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     before_file = run_dir / "eval_before" / "results.json"
     if config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
-    trainer = _make_trainer(config, data, env, loaded, chat, run_dir)
+    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
     checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"))
     if checkpoints:
         log.info("resuming from %s", checkpoints[-1])
@@ -182,14 +187,27 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _make_trainer(config, data, env, loaded, chat, run_dir: Path):
+def make_grpo_trainer(
+    config: TrainConfig,
+    data: TrainingData,
+    env: RetrievalEnvironment,
+    loaded: LoadedModel,
+    chat: ChatTokenizer,
+    run_dir: Path,
+    policy_for: Callable[[Any], Policy] | None = None,
+):
+    """TRL's GRPOTrainer wired to our engine, reward terms and callbacks.
+
+    ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
+    model (transformers) or its vLLM engine. Tests pass a scripted policy.
+    """
     from datasets import Dataset
     from trl import GRPOTrainer
 
     stats = RolloutStats()
     engine = RolloutEngine(env, HFPolicy(loaded.model, loaded.tokenizer), config.rollout, chat=chat)
     rows = [{"prompt": prompt_messages(q, env.reset(q).messages)} for q in data.train]
-    policy_for = _policy_factory(config, loaded.tokenizer)
+    policy_for = policy_for or _policy_factory(config, loaded.tokenizer)
     rollout = GraspRollout(
         engine,
         {q.question_id: q for q in data.train},
@@ -202,12 +220,7 @@ def _make_trainer(config, data, env, loaded, chat, run_dir: Path):
 
     def save_sample(step: int) -> None:
         policy = policy_for(trainer)
-        greedy = RolloutConfig(
-            sampling=SamplingConfig(0.0, 1.0, config.rollout.sampling.max_new_tokens, 0),
-            max_context_tokens=config.rollout.max_context_tokens,
-            reward=config.rollout.reward,
-        )
-        batch = RolloutEngine(env, policy, greedy, chat=chat).run(sample)
+        batch = RolloutEngine(env, policy, greedy_rollout(config.rollout), chat=chat).run(sample)
         write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -227,6 +240,9 @@ def _make_trainer(config, data, env, loaded, chat, run_dir: Path):
             TrajectorySampleCallback(config.trajectories_every, save_sample),
         ],
     )
+    # Exposed for callers that read what the last rollout did (tests, notebooks).
+    trainer.grasp_rollout = rollout
+    trainer.grasp_stats = stats
     return trainer
 
 
@@ -278,7 +294,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
         epsilon_high=grpo.epsilon_high if grpo.epsilon_high is not None else grpo.epsilon,
         scale_rewards=grpo.scale_rewards,
         num_iterations=grpo.num_iterations,
-        reward_weights=[1.0, reward.alpha, reward.beta, reward.gamma],
+        reward_weights=[1.0, reward.alpha, reward.beta, reward.gamma, reward.delta],
         bf16=grpo.bf16,
         gradient_checkpointing=grpo.gradient_checkpointing,
         use_cpu=config.model.device == "cpu",

@@ -1,0 +1,697 @@
+"""Benchmark retrieval: build speed, query latency, recall and memory from 20k to 1M sentences.
+
+    python scripts/bench_retrieval.py out=runs/bench_retrieval.json sizes=[20000,200000,1000000]
+    python scripts/bench_retrieval.py sizes=[5000,50000] single_queries=10   # a quick look
+
+At each size it measures, prints as one table and writes to one JSON file (``out=``):
+
+- build: bm25s indexing (``KeywordIndex.build``) and FAISS Flat and HNSW32 builds; at the first
+  size also a real ``build_index`` run, whose MiniLM bf16 encoding gives sentences/s;
+- latency, one query at a time (mean, p50, p95) and one batched call (queries/s): dense search
+  through ``CorpusIndex.search`` including query encoding (first size; larger sizes estimated
+  as that minus exact FAISS search at the first size plus exact FAISS search at theirs), FAISS
+  Flat and HNSW alone, bm25s, and rank-bm25 where it is feasible (up to 200k by default);
+- quality: HNSW recall@k against exact Flat search; bm25s vs rank-bm25 top-k agreement;
+- memory: bytes per sentence of the exact 384-d index with its metadata, counted (FAISS vectors
+  plus ``SentenceCorpus.nbytes()``) and as the RSS growth of a fresh process loading both
+  (``_RSS_PROBE``); bm25s index size;
+- targets, each with pass/fail (see ``targets``).
+
+Corpus (``CORPUS_METHOD``): the sentences of the bundled dev sets, pooled, de-duplicated and
+shuffled by paragraph (~58.6k). Larger sizes add spliced paragraphs: copies of the real
+paragraphs, under the same titles, whose every sentence is replaced by its own first 30-70% of
+words followed by the tail of another random real sentence (cut at 30-70%).
+Vectors (``VECTOR_METHODS``): the first size is encoded for real (MiniLM on 2 cores would need
+~40 min for 1M sentences); larger FAISS indexes hold those real embeddings, then synthetic rows
+built from them, plus small Gaussian noise, renormalized. ``vector_method=mix`` (default) makes
+each row a random convex mix of two real embeddings, as the spliced sentences mix two real ones;
+``tile`` copies one real embedding. Tiling makes clusters of near-duplicates on which HNSW recall
+drops (0.93 instead of 0.999 on 6k real MiniLM vectors at 50 copies each; mixing: 0.999), so
+the first size reports HNSW recall on real vectors and on both syntheses made from a 1/copies
+sample of them (``faiss_hnsw/recall@k_synthetic_*``). Queries are real dev questions.
+The headline bm25s/rank-bm25 speed ratio is taken at the largest size where both ran.
+
+Timings mean something only on an otherwise idle machine: with 2 cores, one busy neighbour makes
+torch and FAISS threads wait on each other (a single MiniLM query goes from ~5 ms to ~500 ms).
+The JSON records the load average, and a warning is logged when it is high at the start.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import bm25s
+import faiss
+import hydra
+import numpy as np
+import psutil
+import Stemmer
+import torch
+from omegaconf import DictConfig
+from rank_bm25 import BM25Okapi
+from tqdm.auto import tqdm
+
+from grasp.config import (
+    BenchRetrievalConfig,
+    DatasetConfig,
+    dataset_path,
+    register_configs,
+    to_dataclass,
+)
+from grasp.corpus import CorpusIndex, DenseIndexConfig, KeywordIndex, SentenceCorpus, build_index
+from grasp.corpus.build import EMBEDDINGS_FILE
+from grasp.corpus.dense import build_dense_index, configure_search, flat_vectors, save_dense_index
+from grasp.corpus.manifest import library_versions
+from grasp.paths import REPO_ROOT
+from grasp.types import DatasetName, Granularity, Paragraph, Question, Retriever, StrEnum
+
+log = logging.getLogger("bench_retrieval")
+register_configs()
+T = TypeVar("T")
+
+CORPUS_METHOD = (
+    "real: every sentence of the bundled dev sets, paragraphs de-duplicated by title and "
+    "sentences, then sentences de-duplicated and empty ones dropped, paragraphs shuffled (seed); "
+    "the first N sentences in that order. Beyond the real pool: spliced copies of the real "
+    "paragraphs under the same titles, each sentence = its own first 30-70% of words + the "
+    "words after a 30-70% cut of another random real sentence."
+)
+
+
+class VectorMethod(StrEnum):
+    """How vectors beyond the real embeddings are made (see ``VECTOR_METHODS``)."""
+
+    MIX = "mix"
+    TILE = "tile"
+
+
+VECTOR_METHODS = {
+    VectorMethod.MIX: (
+        "first size: real MiniLM embeddings of its texts (title: sentence), from build_index. "
+        "Larger sizes: those real embeddings in the first rows; every further row i = "
+        "w * e[i mod n] + (1 - w) * e[j], j random, w ~ U(0.3, 0.7), + N(0, sigma^2) noise per "
+        "dimension, L2-renormalized. Query vectors are real."
+    ),
+    VectorMethod.TILE: (
+        "first size: real MiniLM embeddings of its texts (title: sentence), from build_index. "
+        "Larger sizes: those real embeddings in the first rows; every further row i = "
+        "e[i mod n] + N(0, sigma^2) noise per dimension, L2-renormalized (near-duplicate "
+        "clusters: HNSW recall reads low). Query vectors are real."
+    ),
+}
+TARGET_BUILD_SENTENCES = 19_000
+"""Sentences of the index whose build time has a target (the per-question corpus scale)."""
+PARAGRAPHS_PER_PLACEHOLDER = 10
+_RSS_PROBE = """
+import json, sys
+from pathlib import Path
+import faiss, psutil, pyarrow
+from grasp.corpus import SentenceCorpus
+warm_up = SentenceCorpus.load(Path(sys.argv[1]))
+before = psutil.Process().memory_info().rss
+corpus, index = SentenceCorpus.load(Path(sys.argv[2])), faiss.read_index(sys.argv[3])
+pyarrow.default_memory_pool().release_unused()
+print(json.dumps({"rss_growth_bytes": psutil.Process().memory_info().rss - before}))
+"""
+"""Run in a fresh process: RSS growth from loading an exact index and its corpus, once Arrow has
+returned its freed decoding buffers; a tiny corpus is loaded first so that the Parquet reader's
+start-up is not counted."""
+
+
+@dataclass
+class RealPool:
+    """The real sentences of the bundled dev sets, by paragraph, and their questions."""
+
+    titles: list[str]
+    """Title of each paragraph, in the (shuffled) order the corpus takes them."""
+    paragraphs: list[list[str]]
+    """Sentences of each paragraph: none empty, none repeated anywhere in the pool."""
+    questions: list[str]
+    """Unique question texts, shuffled: the queries."""
+
+    @property
+    def num_sentences(self) -> int:
+        return sum(len(sentences) for sentences in self.paragraphs)
+
+
+@dataclass
+class RealIndexRun:
+    """What the real index at the first size hands to the measurements at every size."""
+
+    metrics: dict[str, float]
+    """Encoding, build_index and end-to-end dense search figures of the first size."""
+    query_vectors: np.ndarray
+    """[num queries, dim] float32 real query embeddings."""
+    base_vectors: np.ndarray
+    """[first size, dim] float32 real document embeddings, tiled for larger sizes."""
+
+
+# ---------------------------------------------------------------------- corpus
+
+
+def load_real_pool(paths: Sequence[Path], seed: int) -> RealPool:
+    """Pool the paragraphs and questions of normalized JSONL files (titles and sentences only)."""
+    seen_paragraphs: set[tuple[str, tuple[str, ...]]] = set()
+    seen_sentences: set[str] = set()
+    titles: list[str] = []
+    paragraphs: list[list[str]] = []
+    questions: dict[str, None] = {}
+    for path in paths:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                questions.setdefault(record["question"], None)
+                for paragraph in record["paragraphs"]:
+                    key = (paragraph["title"], tuple(paragraph["sentences"]))
+                    if key in seen_paragraphs:
+                        continue
+                    seen_paragraphs.add(key)
+                    fresh = []
+                    for sentence in paragraph["sentences"]:
+                        if sentence.strip() and sentence not in seen_sentences:
+                            seen_sentences.add(sentence)
+                            fresh.append(sentence)
+                    if fresh:
+                        titles.append(paragraph["title"])
+                        paragraphs.append(fresh)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(paragraphs)).tolist()
+    question_list = list(questions)
+    question_order = rng.permutation(len(question_list)).tolist()
+    return RealPool(
+        titles=[titles[i] for i in order],
+        paragraphs=[paragraphs[i] for i in order],
+        questions=[question_list[i] for i in question_order],
+    )
+
+
+def corpus_paragraphs(pool: RealPool, size: int, seed: int) -> Iterator[Paragraph]:
+    """Paragraphs holding exactly ``size`` sentences: the real pool first, then spliced ones."""
+    remaining = size
+    for title, sentences in zip(pool.titles, pool.paragraphs, strict=True):
+        if remaining == 0:
+            return
+        taken = sentences[:remaining]
+        remaining -= len(taken)
+        yield Paragraph(title, tuple(taken))
+    yield from spliced_paragraphs(pool, remaining, seed)
+
+
+def spliced_paragraphs(pool: RealPool, count: int, seed: int) -> Iterator[Paragraph]:
+    """Paragraphs of ``count`` sentences spliced from the real ones (see CORPUS_METHOD)."""
+    rng = np.random.default_rng(seed)
+    words = [sentence.split() for sentences in pool.paragraphs for sentence in sentences]
+    remaining = count
+    with tqdm(total=count, desc="splice sentences", unit="sentence", disable=count < 50_000) as bar:
+        while remaining > 0:
+            sentence_id = 0
+            for title, sentences in zip(pool.titles, pool.paragraphs, strict=True):
+                n = min(len(sentences), remaining)
+                partners = rng.integers(len(words), size=n).tolist()
+                head_cuts, tail_cuts = rng.uniform(0.3, 0.7, size=(2, n)).tolist()
+                spliced = []
+                for j in range(n):
+                    own, other = words[sentence_id + j], words[partners[j]]
+                    head = own[: max(1, round(len(own) * head_cuts[j]))]
+                    tail = other[round(len(other) * tail_cuts[j]) :]
+                    spliced.append(" ".join(head + tail))
+                sentence_id += len(sentences)
+                remaining -= n
+                bar.update(n)
+                yield Paragraph(title, tuple(spliced))
+                if remaining == 0:
+                    return
+
+
+def as_questions(paragraphs: Iterable[Paragraph]) -> Iterator[Question]:
+    """Wrap paragraphs in placeholder questions: the corpus and index builders pool questions."""
+    batch: list[Paragraph] = []
+    number = 0
+    for paragraph in paragraphs:
+        batch.append(paragraph)
+        if len(batch) == PARAGRAPHS_PER_PLACEHOLDER:
+            yield _placeholder(number, batch)
+            batch, number = [], number + 1
+    if batch:
+        yield _placeholder(number, batch)
+
+
+def _placeholder(number: int, paragraphs: list[Paragraph]) -> Question:
+    return Question(f"bench-{number}", DatasetName.HOTPOTQA, "", (), "bench", tuple(paragraphs), ())
+
+
+def corpus_vectors(
+    base: np.ndarray, size: int, method: VectorMethod, sigma: float, seed: int
+) -> np.ndarray:
+    """[size, dim] float32 unit vectors: ``base`` [n, dim] first, then synthetic rows."""
+    vectors = np.empty((size, base.shape[1]), dtype=np.float32)
+    real = min(size, len(base))
+    vectors[:real] = base[:real]
+    rng = np.random.default_rng(seed)
+    for start in range(real, size, 65_536):
+        stop = min(size, start + 65_536)
+        chunk = base[np.arange(start, stop) % len(base)]
+        if method is VectorMethod.MIX:
+            weight = rng.uniform(0.3, 0.7, size=(stop - start, 1)).astype(np.float32)
+            partner = base[rng.integers(len(base), size=stop - start)]
+            chunk = weight * chunk + (1 - weight) * partner
+        chunk += sigma * rng.standard_normal(chunk.shape, dtype=np.float32)
+        chunk /= np.linalg.norm(chunk, axis=1, keepdims=True)
+        vectors[start:stop] = chunk
+    return vectors
+
+
+# ---------------------------------------------------------------------- timing helpers
+
+
+def time_each(search: Callable[[T], object], items: Sequence[T]) -> list[float]:
+    """Seconds taken by ``search(item)``, one call per item."""
+    seconds = []
+    for item in items:
+        start = time.perf_counter()
+        search(item)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def time_batch(call: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` calls."""
+    return statistics.median(time_each(lambda _: call(), range(max(1, repeats))))
+
+
+def latency_metrics(name: str, seconds: Sequence[float]) -> dict[str, float]:
+    ms = np.asarray(seconds, dtype=np.float64) * 1000
+    return {
+        f"{name}/single_mean_ms": float(ms.mean()),
+        f"{name}/single_p50_ms": float(np.percentile(ms, 50)),
+        f"{name}/single_p95_ms": float(np.percentile(ms, 95)),
+    }
+
+
+def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
+    """Mean over queries of |approx top-k & exact top-k| / k; both [num_queries, k]."""
+    hits = [
+        len(set(a[a >= 0].tolist()) & set(e.tolist()))
+        for a, e in zip(approx_ids, exact_ids, strict=True)
+    ]
+    return float(np.mean(hits) / exact_ids.shape[1])
+
+
+# ---------------------------------------------------------------------- measurements
+
+
+def bench_real_index(
+    config: BenchRetrievalConfig, pool: RealPool, queries: list[str], work_dir: Path
+) -> RealIndexRun:
+    """Build the real index at the first size with build_index and search it end to end."""
+    size = config.sizes[0]
+    questions = list(as_questions(corpus_paragraphs(pool, size, config.seed)))
+    directory = work_dir / "real-index"
+    log.info("[%d] build_index: encode with %s, Flat, bm25s", size, config.index.encoder.model)
+    manifest = build_index(questions, config.index, directory, source={"benchmark": "retrieval"})
+    timings = manifest.timings
+    metrics = {
+        "batch/queries": min(config.queries, len(queries)),
+        "build/encode_sentences_per_s": size / timings["sentence/encode"],
+        "build/build_index_total_s": timings["total"],
+        "build/build_index_sentences_per_s": size / timings["total"],
+    }
+    index = CorpusIndex.load(directory, config.index)
+    batch = queries[: config.queries]
+    index.search(batch[:8], Retriever.DENSE, k=5)  # loads the encoder and warms it up
+    single = time_each(
+        lambda q: index.search([q], Retriever.DENSE, k=5), queries[: config.single_queries]
+    )
+    metrics.update(latency_metrics("dense_e2e", single))
+    seconds = time_batch(lambda: index.search(batch, Retriever.DENSE, k=5), config.batch_repeats)
+    metrics["dense_e2e/batch_qps"] = len(batch) / seconds
+    seconds = time_batch(lambda: index.encoder.encode_queries(batch), config.batch_repeats)
+    metrics["query_encode/batch_qps"] = len(batch) / seconds
+    query_vectors = index.encoder.encode_queries(queries)
+    base = np.load(directory / Granularity.SENTENCE.value / EMBEDDINGS_FILE)
+    log.info("[%d] dense end to end: %.0f queries/s batched", size, metrics["dense_e2e/batch_qps"])
+    return RealIndexRun(metrics, query_vectors, base)
+
+
+def bench_bm25(
+    corpus: SentenceCorpus, queries: list[str], config: BenchRetrievalConfig, metrics: dict
+) -> KeywordIndex:
+    """Build bm25s over the corpus texts and time its searches."""
+    texts = corpus.unit_texts(Granularity.SENTENCE, config.index.prepend_title)
+    start = time.perf_counter()
+    keyword = KeywordIndex.build(texts, config.index.bm25)
+    metrics["build/bm25s_sentences_per_s"] = corpus.num_sentences / (time.perf_counter() - start)
+    batch = queries[: config.queries]
+    keyword.search(batch[:4], config.k)
+    single = time_each(lambda q: keyword.search([q], config.k), queries[: config.single_queries])
+    metrics.update(latency_metrics("bm25s", single))
+    seconds = time_batch(lambda: keyword.search(batch, config.k), config.batch_repeats)
+    metrics["bm25s/batch_qps"] = len(batch) / seconds
+    return keyword
+
+
+def bench_rank_bm25(
+    corpus: SentenceCorpus,
+    keyword: KeywordIndex,
+    queries: list[str],
+    config: BenchRetrievalConfig,
+    metrics: dict,
+) -> None:
+    """rank-bm25 (BM25Okapi) on the same tokens as bm25s: per-query speed and top-k agreement."""
+    settings = config.index.bm25
+    stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
+    tokenize = functools.partial(
+        bm25s.tokenize, stopwords=settings.stopwords or None, stemmer=stemmer,
+        return_ids=False, show_progress=False,
+    )  # fmt: skip
+    batches = corpus.unit_texts(Granularity.SENTENCE, config.index.prepend_title)
+    texts = [text for batch in batches for text in batch]
+    start = time.perf_counter()
+    okapi = BM25Okapi(tokenize(texts))
+    metrics["build/rank_bm25_sentences_per_s"] = len(texts) / (time.perf_counter() - start)
+    del texts
+    k = config.k
+    sample = queries[: config.rank_bm25_queries]
+    ranked: list[np.ndarray] = []
+
+    def rank_search(query: str) -> None:
+        scores = okapi.get_scores(tokenize([query])[0])
+        top = np.argsort(-scores, kind="stable")[:k]
+        ranked.append(top[scores[top] > 0])
+
+    rank_seconds = time_each(rank_search, sample)
+    bm25s_seconds = time_each(lambda q: keyword.search([q], k), sample)
+    agreement = []
+    for query, theirs in zip(sample, ranked, strict=True):
+        ours = keyword.search([query], k)[0][0]
+        ours = ours[ours >= 0]
+        agreement.append(len(set(ours.tolist()) & set(theirs.tolist())) / max(len(ours), 1))
+    metrics.update(latency_metrics("rank_bm25", rank_seconds))
+    speedup = float(np.mean(rank_seconds) / np.mean(bm25s_seconds))
+    metrics["bm25/rank_bm25_vs_bm25s_speedup"] = speedup
+    metrics[f"bm25/top{k}_agreement"] = float(np.mean(agreement))
+
+
+def _bench_searcher(
+    name: str, index: faiss.Index, query_vectors: np.ndarray, config: BenchRetrievalConfig, metrics
+) -> None:
+    single = time_each(
+        lambda v: index.search(v[None], config.k), query_vectors[: config.single_queries]
+    )
+    metrics.update(latency_metrics(name, single))
+    batch = query_vectors[: config.queries]
+    seconds = time_batch(lambda: index.search(batch, config.k), config.batch_repeats)
+    metrics[f"{name}/batch_qps"] = len(batch) / seconds
+
+
+def build_hnsw(vectors: np.ndarray, config: BenchRetrievalConfig) -> faiss.Index:
+    hnsw = DenseIndexConfig(factory=config.hnsw_factory, hnsw_ef_search=config.hnsw_ef_search)
+    return configure_search(build_dense_index(vectors, hnsw), hnsw)
+
+
+def bench_faiss(
+    run: RealIndexRun, size: int, config: BenchRetrievalConfig, metrics: dict
+) -> faiss.Index:
+    """Build exact Flat and HNSW over ``size`` vectors, time both, and HNSW recall vs Flat."""
+    method = VectorMethod(config.vector_method)
+    vectors = corpus_vectors(run.base_vectors, size, method, config.perturbation_sigma, config.seed)
+    start = time.perf_counter()
+    flat = build_dense_index(vectors, DenseIndexConfig(factory="Flat"))
+    metrics["build/faiss_flat_s"] = time.perf_counter() - start
+    del vectors  # the Flat index holds its own copy; HNSW reads it from there
+    log.info("[%d] %s build", size, config.hnsw_factory)
+    start = time.perf_counter()
+    hnsw = build_hnsw(flat_vectors(flat), config)
+    metrics["build/faiss_hnsw_s"] = time.perf_counter() - start
+    _bench_searcher("faiss_flat", flat, run.query_vectors, config, metrics)
+    _bench_searcher("faiss_hnsw", hnsw, run.query_vectors, config, metrics)
+    batch = run.query_vectors[: config.queries]
+    metrics[f"faiss_hnsw/recall@{config.k}"] = recall_at_k(
+        hnsw.search(batch, config.k)[1], flat.search(batch, config.k)[1]
+    )
+    return flat
+
+
+def synthetic_recall(
+    run: RealIndexRun, config: BenchRetrievalConfig, method: VectorMethod
+) -> float:
+    """HNSW recall at the first size on vectors synthesized as at the largest size.
+
+    As many synthetic rows per real one as the largest size has: the first size's vectors are
+    made from a 1/copies sample of its real embeddings.
+    """
+    size, copies = config.sizes[0], config.sizes[-1] // config.sizes[0]
+    base = run.base_vectors[: max(1, size // copies)]
+    vectors = corpus_vectors(base, size, method, config.perturbation_sigma, config.seed)
+    flat, hnsw = (
+        build_dense_index(vectors, DenseIndexConfig(factory="Flat")),
+        build_hnsw(vectors, config),
+    )
+    batch = run.query_vectors[: config.queries]
+    return recall_at_k(hnsw.search(batch, config.k)[1], flat.search(batch, config.k)[1])
+
+
+def bench_memory(
+    corpus: SentenceCorpus, flat: faiss.Index, keyword: KeywordIndex, work_dir: Path, metrics: dict
+) -> None:
+    """Bytes per sentence of the exact index with its corpus, counted and as RSS; bm25s size."""
+    size = corpus.num_sentences
+    vector_bytes = flat.ntotal * flat.d * np.dtype(np.float32).itemsize
+    metrics["memory/flat_vector_bytes"] = vector_bytes
+    metrics["memory/corpus_bytes"] = corpus.nbytes()
+    metrics["memory/bytes_per_sentence"] = (vector_bytes + corpus.nbytes()) / size
+    directory = work_dir / f"memory-{size}"
+    corpus.save(directory / "corpus")
+    tiny = SentenceCorpus.from_questions(as_questions([corpus.paragraph(0)]))
+    tiny.save(directory / "warm-up")
+    save_dense_index(flat, directory / "dense.faiss")
+    paths = [str(directory / name) for name in ("warm-up", "corpus", "dense.faiss")]
+    command = [sys.executable, "-c", _RSS_PROBE, *paths]
+    probe = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    if probe.returncode != 0:
+        raise RuntimeError(f"memory probe failed ({probe.returncode}): {probe.stderr[-2000:]}")
+    growth = json.loads(probe.stdout.strip().splitlines()[-1])["rss_growth_bytes"]
+    metrics["memory/rss_bytes_per_sentence"] = growth / size
+    files = keyword.save(directory / "bm25")
+    metrics["memory/bm25s_disk_bytes"] = sum(path.stat().st_size for path in files)
+    arrays = [v for v in keyword.retriever.scores.values() if isinstance(v, np.ndarray)]
+    metrics["memory/bm25s_array_bytes"] = sum(a.nbytes for a in arrays)
+    shutil.rmtree(directory)
+
+
+def bench_size(
+    size: int, pool: RealPool, run: RealIndexRun, config: BenchRetrievalConfig, work_dir: Path
+) -> dict[str, float]:
+    """Every measurement at one corpus size."""
+    queries = pool.questions
+    started = time.perf_counter()
+    corpus = SentenceCorpus.from_questions(as_questions(corpus_paragraphs(pool, size, config.seed)))
+    metrics: dict[str, float] = {
+        "corpus/sentences": corpus.num_sentences,
+        "corpus/paragraphs": corpus.num_paragraphs,
+        "corpus/real_fraction": min(size, pool.num_sentences) / size,
+        "corpus/build_s": time.perf_counter() - started,
+    }
+    log.info("[%d] corpus ready (%.1f s); bm25s", size, metrics["corpus/build_s"])
+    keyword = bench_bm25(corpus, queries, config, metrics)
+    if size <= config.rank_bm25_max_size:
+        log.info("[%d] rank-bm25 on %d queries", size, config.rank_bm25_queries)
+        bench_rank_bm25(corpus, keyword, queries, config, metrics)
+    log.info("[%d] FAISS Flat vectors", size)
+    flat = bench_faiss(run, size, config, metrics)
+    if size == config.sizes[0]:
+        metrics.update(run.metrics)
+        if len(config.sizes) > 1:
+            for method in VectorMethod:
+                recall = synthetic_recall(run, config, method)
+                metrics[f"faiss_hnsw/recall@{config.k}_synthetic_{method}"] = recall
+    log.info("[%d] memory", size)
+    bench_memory(corpus, flat, keyword, work_dir, metrics)
+    metrics["process/rss_bytes"] = psutil.Process().memory_info().rss
+    metrics["process/peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    metrics["process/elapsed_s"] = time.perf_counter() - started
+    log.info("[%d] done in %.1f s", size, metrics["process/elapsed_s"])
+    return metrics
+
+
+def add_dense_estimates(results: dict[int, dict[str, float]], sizes: Sequence[int]) -> None:
+    """End-to-end dense search beyond the first size: measured there, with the Flat search swapped.
+
+    estimate(size) = e2e(first) - flat(first) + flat(size), per query and per batched query.
+    """
+    first = results[sizes[0]]
+    for size in sizes[1:]:
+        here = results[size]
+        extra_ms = here["faiss_flat/single_mean_ms"] - first["faiss_flat/single_mean_ms"]
+        here["dense_e2e_est/single_mean_ms"] = first["dense_e2e/single_mean_ms"] + extra_ms
+        per_query = 1 / first["dense_e2e/batch_qps"] - 1 / first["faiss_flat/batch_qps"]
+        here["dense_e2e_est/batch_qps"] = 1 / (per_query + 1 / here["faiss_flat/batch_qps"])
+
+
+def speedup_size(results: dict[int, dict[str, float]], sizes: Sequence[int]) -> int | None:
+    """The largest size where both bm25s and rank-bm25 ran, or None."""
+    both = [size for size in sizes if "bm25/rank_bm25_vs_bm25s_speedup" in results[size]]
+    return max(both) if both else None
+
+
+@dataclass
+class Target:
+    """One target of the retrieval layer and how the benchmark checks it."""
+
+    value: float | None
+    """The measured (or estimated, see ``how``) figure; None when it was not measured."""
+    target: str
+    passed: bool
+    how: str
+    """Where the value comes from."""
+
+
+def targets(results: dict[int, dict[str, float]], sizes: Sequence[int]) -> dict[str, Target]:
+    """The retrieval layer's targets, each with its measured value and pass/fail."""
+    first, last = results[sizes[0]], results[sizes[-1]]
+    build_s = TARGET_BUILD_SENTENCES / first["build/build_index_sentences_per_s"]
+    qps = first["dense_e2e/batch_qps"]
+    both = speedup_size(results, sizes)
+    speedup = results[both]["bm25/rank_bm25_vs_bm25s_speedup"] if both else None
+    memory, rss = last["memory/bytes_per_sentence"], last["memory/rss_bytes_per_sentence"]
+    return {
+        "build_19k_sentence_index_s": Target(
+            build_s, "< 60", build_s < 60,
+            f"{TARGET_BUILD_SENTENCES} / build_index sentences/s at {sizes[0]} (corpus, MiniLM "
+            "bf16 encoding incl. model load, FAISS Flat, bm25s, files and checksums)",
+        ),
+        "batched_semantic_search_qps": Target(
+            qps, ">= 400", qps >= 400,
+            f"CorpusIndex.search of {first['batch/queries']:.0f} queries in one call, "
+            f"dense, incl. query encoding, at {sizes[0]}",
+        ),
+        "bm25s_speedup_vs_rank_bm25": Target(
+            speedup, ">= 30", speedup is not None and speedup >= 30,
+            f"mean per-query latency ratio at {both}, the largest size where both ran",
+        ),
+        "exact_index_bytes_per_sentence": Target(
+            memory, "< 2048", memory < 2048,
+            f"Flat float32 vectors + SentenceCorpus.nbytes(), at {sizes[-1]}; RSS growth of a "
+            f"fresh process loading both: {rss:.0f} bytes/sentence (allocator and reader "
+            "overheads included)",
+        ),
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------- report
+
+
+def _format(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """Each metric as a row, each size as a column, then the targets."""
+    sizes = report["sizes"]
+    results = [report["results"][str(size)] for size in sizes]
+    names = sorted({name for metrics in results for name in metrics})
+    width = max(len(name) for name in names) + 2
+    print(f"\n{'metric':<{width}}" + "".join(f"{size:>14,}" for size in sizes))
+    for name in names:
+        cells = [_format(m[name]) if name in m else "-" for m in results]
+        print(f"{name:<{width}}" + "".join(f"{cell:>14}" for cell in cells))
+    print("\ntargets:")
+    for name, target in report["targets"].items():
+        value = "n/a" if target["value"] is None else _format(target["value"])
+        verdict = "PASS" if target["passed"] else "FAIL"
+        print(f"  {verdict}  {name}: {value} (target {target['target']}; {target['how']})")
+    speedup, size = report["bm25s_speedup_vs_rank_bm25"], report["bm25s_speedup_size"]
+    print(f"\nbm25s vs rank-bm25: {speedup or 0:.1f}x at {size}; total {report['runtime_s']:.0f} s")
+
+
+def available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def run_benchmark(config: BenchRetrievalConfig) -> dict[str, Any]:
+    """Run every measurement at every size; returns the JSON report."""
+    sizes = list(config.sizes)
+    if not sizes or sizes != sorted(sizes) or sizes[0] < 1:
+        raise ValueError(f"sizes must be positive and ascending, got {sizes}")
+    VectorMethod(config.vector_method)  # fails early, naming the bad value
+    started, load_before = time.perf_counter(), os.getloadavg()
+    cores = available_cores()
+    torch.set_num_threads(max(cores, torch.get_num_threads()))
+    if load_before[0] > 0.5 * cores:
+        log.warning(
+            "load average %.1f on %d cores: timings will be distorted", load_before[0], cores
+        )
+    paths = [dataset_path(DatasetConfig(name=name), config.split) for name in config.datasets]
+    pool = load_real_pool(paths, config.seed)
+    queries = pool.questions[: max(config.queries, config.single_queries, config.rank_bm25_queries)]
+    log.info("%d real sentences, %d questions", pool.num_sentences, len(pool.questions))
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="bench-retrieval-") as tmp:
+        run = bench_real_index(config, pool, queries, Path(tmp))
+        results = {size: bench_size(size, pool, run, config, Path(tmp)) for size in sizes}
+    add_dense_estimates(results, sizes)
+    targets_ = targets(results, sizes)
+    return {
+        "sizes": sizes,
+        "results": {str(size): metrics for size, metrics in results.items()},
+        "targets": {name: asdict(target) for name, target in targets_.items()},
+        "bm25s_speedup_vs_rank_bm25": targets_["bm25s_speedup_vs_rank_bm25"].value,
+        "bm25s_speedup_size": speedup_size(results, sizes),
+        "corpus_method": CORPUS_METHOD,
+        "vector_method": VECTOR_METHODS[VectorMethod(config.vector_method)],
+        "perturbation_sigma": config.perturbation_sigma,
+        "real_sentences": pool.num_sentences,
+        "real_paragraphs": len(pool.paragraphs),
+        "queries": {
+            "source": "real dev questions, de-duplicated, shuffled (seed)",
+            "batch": len(queries[: config.queries]),
+            "single": len(queries[: config.single_queries]),
+        },
+        "environment": {
+            "cores": cores,
+            "load_average_1_5_15_min": {"start": load_before, "end": os.getloadavg()},
+            "torch_threads": torch.get_num_threads(),
+            "faiss_threads": faiss.omp_get_max_threads(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "versions": library_versions() | {"rank-bm25": importlib.metadata.version("rank-bm25")},
+        },
+        "config": asdict(config),
+        "runtime_s": time.perf_counter() - started,
+    }
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="bench_retrieval")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, BenchRetrievalConfig)
+    report = run_benchmark(config)
+    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_retrieval.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print_table(report)
+    log.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""GRPO through TRL with our rollout engine: two real optimizer steps on a tiny model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.models import ModelConfig, load_policy_model
+from grasp.reward import compute_reward
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
+from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.train.trainer import TrainingData, make_grpo_trainer
+
+
+def scripted_answers(request):
+    """Sample 0 of each group searches and answers right; the others answer wrong at once.
+    The rewards differ inside every group, so every group has non-zero advantages."""
+    sample = int(request.request_id.rsplit("#", 1)[1])
+    turn = sum(1 for m in request.messages if m["role"] == "assistant")
+    if sample == 0 and turn == 0:
+        return tool_call_text("keyword_search", query="Hillary Auckland Everest Curie Python")
+    answer = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
+    question_id = request.request_id.split("#")[0]
+    return tool_call_text("answer", answer=answer[question_id] if sample == 0 else "no idea")
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("grpo-run")
+    config = TrainConfig(
+        env=EnvConfig(turn_budget=3, top_k=2),
+        model=ModelConfig(name=str(tiny_model_dir), dtype="float32", chat_template="model"),
+        grpo=GRPOSettings(
+            num_generations=4,
+            questions_per_step=3,
+            max_steps=2,
+            learning_rate=1e-2,
+            beta=0.04,
+            bf16=False,
+            lora=LoraSettings(enabled=False),
+        ),
+        trajectories_every=0,
+        save_every=100,
+        run_dir=str(tmp_path),
+    )
+    env = RetrievalEnvironment(tiny_index, config.env)
+    loaded = load_policy_model(config.model)
+    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
+    data = TrainingData(list(tiny_questions), list(tiny_questions), list(tiny_questions), "tiny")
+    trainer = make_grpo_trainer(
+        config,
+        data,
+        env,
+        loaded,
+        chat,
+        tmp_path,
+        policy_for=lambda _: ScriptedPolicy(scripted_answers),
+    )
+    outputs = []
+    rollout = trainer.rollout_func
+
+    def capture(prompts, t):
+        out = rollout(prompts, t)
+        outputs.append((out, list(trainer.grasp_stats.trajectories)))
+        return out
+
+    trainer.rollout_func = capture
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    result = trainer.train()
+    return trainer, result, before, outputs, chat
+
+
+def test_two_steps_change_every_parameter_with_a_finite_loss(trained):
+    trainer, result, before, outputs, _ = trained
+    assert trainer.state.global_step == 2
+    assert math.isfinite(result.training_loss)
+    unchanged = [
+        name
+        for name, param in trainer.model.named_parameters()
+        if param.requires_grad and torch.equal(param.detach(), before[name])
+    ]
+    assert unchanged == []
+
+
+def test_group_samples_share_their_question_and_group_id(trained):
+    _, _, _, outputs, _ = trained
+    for out, trajectories in outputs:
+        groups = out["group_id"]
+        assert len(groups) == 12
+        assert groups == sorted(groups) and all(groups.count(g) == 4 for g in set(groups))
+        for start in range(0, 12, 4):
+            ids = {t.question_id for t in trajectories[start : start + 4]}
+            assert len(ids) == 1, "the G samples of a group are one question"
+
+
+def test_env_mask_hides_observations_from_the_loss(trained):
+    trainer, _, _, outputs, chat = trained
+    tokenizer = trainer.processing_class
+    for out, trajectories in outputs:
+        for ids, mask, trajectory in zip(
+            out["completion_ids"], out["env_mask"], trajectories, strict=True
+        ):
+            generated = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+            assert "<tool_response>" not in generated
+            for turn in trajectory.turns:
+                if turn["observation"]:
+                    assert turn["observation"].splitlines()[0] not in generated
+
+
+def test_logged_reward_terms_equal_the_reward_module(trained):
+    trainer, _, _, outputs, _ = trained
+    logged = [h for h in trainer.state.log_history if "rewards/R_A/mean" in h]
+    assert len(logged) == 2
+    for record, (_, trajectories) in zip(logged, outputs, strict=True):
+        rewards = [compute_reward_from(t) for t in trajectories]
+        for term, key in (
+            ("R_A", "r_answer"),
+            ("R_R", "r_read"),
+            ("R_S", "r_search"),
+            ("R_E", "r_efficiency"),
+        ):
+            expected = sum(getattr(r, key) for r in rewards) / len(rewards)
+            assert record[f"rewards/{term}/mean"] == pytest.approx(expected, abs=1e-6)
+        expected_total = sum(r.total for r in rewards) / len(rewards)
+        assert record["reward"] == pytest.approx(expected_total, abs=1e-6)
+        assert record["reward/total"] == pytest.approx(expected_total, abs=1e-6)
+
+
+def compute_reward_from(trajectory):
+    """Recompute a trajectory's reward from its recorded evidence with the reward module."""
+    return compute_reward(trajectory.evidence())
