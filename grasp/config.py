@@ -148,8 +148,8 @@ class BenchEnvConfig:
     """Concurrent scripted episodes per measurement (the largest is the headline figure)."""
     hf_questions: int = 16
     """Questions rolled out with the transformers SmolLM2 policy (one sample each)."""
-    hf_max_new_tokens: int = 96
-    """Tokens per turn of the SmolLM2 policy."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Sampling (tokens per turn), context budget and assistant prefix of the model rollout."""
     policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(kind="hf"))
     """The model-backed policy whose rollout the environment's share is measured in."""
     out: str | None = None

@@ -33,7 +33,6 @@ from grasp.data import load_questions
 from grasp.env.environment import RetrievalEnvironment
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import build_policy
-from grasp.rollout.policy import SamplingConfig
 from grasp.rollout.scripted import HeuristicSearchPolicy
 
 log = logging.getLogger("bench_env")
@@ -42,7 +41,7 @@ register_configs()
 
 def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]:
     """Run ``episodes`` scripted episodes at once; environment time and tool calls/s."""
-    group = max(1, episodes // len(questions))
+    group = -(-episodes // len(questions))  # ceil: enough samples per question to reach the count
     chosen = questions[: max(1, episodes // group)]
     engine = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(group_size=group), chat=chat)
     batch = engine.run(chosen)
@@ -72,14 +71,14 @@ def main(cfg: DictConfig) -> None:
             row = scripted_throughput(env, questions, count, chat)
             results["scripted"].append(row)
             log.info("scripted %s", row)
-    sampling = SamplingConfig(temperature=1.0, max_new_tokens=config.hf_max_new_tokens, seed=0)
-    engine = RolloutEngine(env, built.policy, RolloutConfig(sampling=sampling), chat=built.chat)
+    engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
     batch = engine.run(questions[: config.hf_questions])
     t = batch.timings
     generated = sum(tr.generated_tokens for tr in batch.trajectories)
     results["hf_rollout"] = {
         "questions": config.hf_questions,
         "turns": t.turns,
+        "tool_calls": sum(sum(tr.tool_calls.values()) for tr in batch.trajectories),
         "generation_s": t.generation,
         "environment_s": t.environment,
         "total_s": t.total,
