@@ -9,10 +9,38 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from grasp.metrics import all_gold_found, bootstrap_ci, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
+
+
+@dataclass
+class EventCounts:
+    """Totals over a set of trajectories."""
+
+    tool_calls: Counter
+    """Valid calls by tool name."""
+    errors: Counter
+    """Refused turns by parse-error kind (and "invalid_call")."""
+    stops: Counter
+    """Episodes by stop reason."""
+    turns: int
+
+    @property
+    def parse_errors(self) -> int:
+        return sum(v for k, v in self.errors.items() if k != "invalid_call")
+
+
+def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
+    counts = EventCounts(Counter(), Counter(), Counter(), 0)
+    for t in trajectories:
+        counts.tool_calls.update(t.tool_calls)
+        counts.errors.update(t.errors)
+        counts.stops[t.stop_reason] += 1
+        counts.turns += t.turns_used
+    return counts
 
 
 def _mean_ci(values: Sequence[float]) -> dict[str, float]:
@@ -34,15 +62,8 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         recall.append(paragraph_recall(found, gold))
         complete.append(all_gold_found(found, gold))
         read_recall.append(paragraph_recall(set(t.read_paragraph_ids), gold))
-    tool_calls: Counter = Counter()
-    errors: Counter = Counter()
-    stops: Counter = Counter()
-    for t in trajectories:
-        tool_calls.update(t.tool_calls)
-        errors.update(t.errors)
-        stops[t.stop_reason] += 1
-    turns = sum(t.turns_used for t in trajectories)
-    parse_errors = sum(v for k, v in errors.items() if k != "invalid_call")
+    counts = count_events(trajectories)
+    turns = counts.turns
     reward_keys = [k for k in trajectories[0].reward if k.startswith("reward/")]
     return {
         "em": sum(em) / n,
@@ -52,11 +73,11 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "read_recall": sum(read_recall) / n,
         "ci": {"em": _mean_ci(em), "f1": _mean_ci(f1), "recall": _mean_ci(recall)},
         "reward": {k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
-        "tool_calls_per_episode": {k: v / n for k, v in sorted(tool_calls.items())},
-        "parse_error_rate": parse_errors / max(turns, 1),
-        "invalid_call_rate": errors["invalid_call"] / max(turns, 1),
-        "errors": dict(sorted(errors.items())),
-        "stop_reasons": {k: v / n for k, v in sorted(stops.items())},
+        "tool_calls_per_episode": {k: v / n for k, v in sorted(counts.tool_calls.items())},
+        "parse_error_rate": counts.parse_errors / max(turns, 1),
+        "invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
+        "errors": dict(sorted(counts.errors.items())),
+        "stop_reasons": {k: v / n for k, v in sorted(counts.stops.items())},
         "turns_per_episode": turns / n,
         "generated_tokens_per_episode": sum(t.generated_tokens for t in trajectories) / n,
         "completion_tokens_per_episode": sum(t.completion_tokens for t in trajectories) / n,

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grasp.eval.summary import count_events
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
@@ -112,14 +112,8 @@ class GraspRollout:
 def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str, float]:
     """Per-step rollout statistics, keyed area/name."""
     n = len(trajectories)
-    turns = sum(t.turns_used for t in trajectories)
-    calls: Counter = Counter()
-    errors: Counter = Counter()
-    stops: Counter = Counter()
-    for t in trajectories:
-        calls.update(t.tool_calls)
-        errors.update(t.errors)
-        stops[t.stop_reason] += 1
+    counts = count_events(trajectories)
+    turns = counts.turns
     totals = [t.reward["reward/total"] for t in trajectories]
     groups = [totals[i : i + group] for i in range(0, n, group)]
     flat = sum(1 for g in groups if max(g) - min(g) < 1e-9)
@@ -129,18 +123,17 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "episode/turns": turns / n,
         "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
-        "tools/parse_error_rate": sum(v for k, v in errors.items() if k != "invalid_call")
-        / max(turns, 1),
-        "tools/invalid_call_rate": errors["invalid_call"] / max(turns, 1),
+        "tools/parse_error_rate": counts.parse_errors / max(turns, 1),
+        "tools/invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
     for key in trajectories[0].reward:
         if key.startswith("reward/"):
             metrics[key] = statistics.fmean(t.reward[key] for t in trajectories)
     for name in ("semantic_search", "keyword_search", "read_paragraph", "search", "answer"):
-        metrics[f"tools/{name}_per_episode"] = calls[name] / n
+        metrics[f"tools/{name}_per_episode"] = counts.tool_calls[name] / n
     for reason in ("answered", "turn_budget", "token_budget", "no_tool_call", "generation_error"):
-        metrics[f"stop/{reason}"] = stops[reason] / n
+        metrics[f"stop/{reason}"] = counts.stops[reason] / n
     return metrics
 
 
