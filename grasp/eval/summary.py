@@ -73,6 +73,7 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         "read_recall": sum(read_recall) / n,
         "ci": {"em": _mean_ci(em), "f1": _mean_ci(f1), "recall": _mean_ci(recall)},
         "reward": {k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
+        "reward_ci": {k: _mean_ci([t.reward[k] for t in trajectories]) for k in reward_keys},
         "tool_calls_per_episode": {k: v / n for k, v in sorted(counts.tool_calls.items())},
         "parse_error_rate": counts.parse_errors / max(turns, 1),
         "invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
