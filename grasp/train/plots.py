@@ -7,7 +7,10 @@ from pathlib import Path
 from grasp.train.callbacks import read_metrics
 
 PANELS = (
-    ("reward", ("reward/total", "reward/R_A", "reward/R_R", "reward/R_S", "reward/R_E")),
+    (
+        "reward",
+        ("reward/total", "reward/R_A", "reward/R_R", "reward/R_S", "reward/R_E", "reward/R_F"),
+    ),
     (
         "tool use per episode",
         (
