@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grasp.config import BenchRetrievalConfig, DatasetConfig, dataset_path
-from grasp.corpus import SentenceCorpus
+from grasp.corpus import SentenceCorpus, synthetic
 from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName
 
@@ -32,9 +32,9 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def pool(bench):
+def pool():
     paths = [dataset_path(DatasetConfig(name=name), "dev") for name in DatasetName]
-    return bench.load_real_pool(paths, seed=0)
+    return synthetic.load_real_pool(paths, seed=0)
 
 
 def test_real_pool_is_deduplicated_and_large(pool):
@@ -49,7 +49,7 @@ def test_corpus_has_exact_size_real_first_then_spliced_real_words(bench, pool):
     real = pool.num_sentences
     size = real + 3_000
     corpus = SentenceCorpus.from_questions(
-        bench.as_questions(bench.corpus_paragraphs(pool, size, seed=0))
+        synthetic.as_questions(synthetic.corpus_paragraphs(pool, size, seed=0))
     )
     assert corpus.num_sentences == size
     texts = corpus.sentence_text.to_pylist()
@@ -59,7 +59,7 @@ def test_corpus_has_exact_size_real_first_then_spliced_real_words(bench, pool):
     spliced = texts[real:]
     assert all(set(s.split()) <= vocabulary for s in spliced)
     assert len(set(spliced) - set(pooled)) > 0.95 * len(spliced)
-    again = list(bench.corpus_paragraphs(pool, size, seed=0))
+    again = list(synthetic.corpus_paragraphs(pool, size, seed=0))
     assert [s for p in again for s in p.sentences] == texts
 
 
@@ -68,7 +68,7 @@ def test_corpus_vectors_keep_the_real_rows_and_are_unit_norm(bench, method):
     rng = np.random.default_rng(1)
     base = rng.standard_normal((50, 64)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    vectors = bench.corpus_vectors(base, 175, bench.VectorMethod(method), sigma=0.01, seed=0)
+    vectors = synthetic.corpus_vectors(base, 175, synthetic.VectorMethod(method), sigma=0.01, seed=0)
     assert vectors.shape == (175, 64) and vectors.dtype == np.float32
     np.testing.assert_array_equal(vectors[:50], base)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
