@@ -39,8 +39,8 @@ class RewardConfig:
     efficiency_answer_threshold: float = 0.5
     """R_E is paid only when the answer F1 is strictly above this."""
     delta: float = 0.0
-    """Weight of R_F, the share of turns that were valid tool calls. Not in the paper (0 by
-    default): a format-shaping term for tiny models that rarely produce a valid call."""
+    """Weight of R_F, the share of turns that were valid tool calls, paid only when the episode
+    retrieved something. Not in the paper (0 by default): format shaping for tiny models."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -75,7 +75,8 @@ class RewardBreakdown:
     f1: float
     """Token F1 of the answer (max over aliases); equal to r_answer."""
     r_format: float = 0.0
-    """R_F: share of the turns used that were valid tool calls, before weighting."""
+    """R_F: share of the turns used that were valid tool calls (0 for an episode that retrieved
+    nothing), before weighting."""
 
     def as_dict(self, prefix: str = "reward/") -> dict[str, float]:
         """Flat metrics for logging: reward terms under ``prefix``, EM/F1 under ``answer/``."""
@@ -124,8 +125,15 @@ def compute_reward(
         bool(evidence.semantic_paragraph_ids & gold) and bool(evidence.keyword_paragraph_ids & gold)
     )
     r_efficiency = efficiency if answered and f1 > config.efficiency_answer_threshold else 0.0
+    # R_F pays only episodes that retrieved something: otherwise an immediate answer is the
+    # cheapest valid call, and a policy learns to skip the tools (seen on SmolLM2-135M).
+    retrieved = (
+        evidence.semantic_paragraph_ids
+        | evidence.keyword_paragraph_ids
+        | evidence.read_paragraph_ids
+    )
     r_format = 0.0
-    if evidence.turns_used > 0:
+    if evidence.turns_used > 0 and retrieved:
         r_format = (evidence.turns_used - evidence.invalid_turns) / evidence.turns_used
     total = f1 + config.alpha * r_read + config.beta * r_search + config.gamma * r_efficiency
     total += config.delta * r_format

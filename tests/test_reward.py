@@ -321,6 +321,14 @@ def test_format_term_pays_the_share_of_valid_turns(
     assert reward.total == pytest.approx(total)
 
 
+def test_format_term_pays_nothing_to_an_episode_that_never_retrieved() -> None:
+    # One valid call (an immediate answer) and no search: skipping the tools earns no R_F.
+    evidence = make_evidence(semantic=(), keyword=(), read=(), turns_used=1, turn_budget=4)
+    reward = compute_reward(evidence, RewardConfig(delta=1.0))
+    assert reward.r_format == 0.0
+    assert reward.total == pytest.approx(1.0 + 0.15 * 0.75)
+
+
 def test_format_term_is_zero_without_turns() -> None:
     evidence = dataclasses.replace(FULL, answer=None, turns_used=0)
     assert compute_reward(evidence, RewardConfig(delta=1.0)).r_format == 0.0

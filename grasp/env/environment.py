@@ -40,6 +40,14 @@ from grasp.types import (
 
 SEARCH_TOOLS = (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH)
 
+PARAGRAPH_DESCRIPTIONS = {
+    ToolName.SEMANTIC_SEARCH: "Search the corpus for whole paragraphs whose meaning is closest "
+    "to the query. Good for paraphrased or descriptive questions.",
+    ToolName.KEYWORD_SEARCH: "Search the corpus for whole paragraphs that share the most words "
+    "with the query (BM25). Good for exact names, titles, dates and rare terms.",
+}
+"""Search descriptions when read_paragraph is absent and searches return paragraphs."""
+
 
 class EpisodeStatus(StrEnum):
     PENDING = "pending"
@@ -208,10 +216,20 @@ class RetrievalEnvironment:
         self.index = index
         self.config = config
         self.specs = tool_specs(config.tools)
-        self.tool_schemas = [tool_schema(t) for t in config.tools]
-        self.system_prompt = observations.SYSTEM_PROMPT
+        self.tool_schemas = [self._schema(t) for t in config.tools]
+        self.system_prompt = observations.system_prompt([str(t) for t in config.tools])
         if not config.schemas_in_prompt:
             self.system_prompt += "\n\n" + observations.compact_tool_list(config.tools)
+
+    def _schema(self, tool: ToolName) -> dict:
+        """A tool's schema; at paragraph granularity the searches say they return paragraphs."""
+        schema = tool_schema(tool)
+        if self.config.granularity is Granularity.PARAGRAPH and tool in PARAGRAPH_DESCRIPTIONS:
+            schema["function"]["description"] = PARAGRAPH_DESCRIPTIONS[tool]
+            schema["function"].setdefault("return", {})["description"] = (
+                "The top-K paragraphs, each with its paragraph id, title and full text."
+            )
+        return schema
 
     @property
     def prompt_tool_schemas(self) -> list[dict]:

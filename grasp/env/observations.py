@@ -12,13 +12,25 @@ from collections.abc import Sequence
 
 from grasp.types import Hit, ToolName
 
-SYSTEM_PROMPT = """\
-You answer multi-hop questions by searching a corpus of Wikipedia paragraphs, split into \
-sentences. Each turn, think briefly, then call exactly one tool inside <tool_call></tool_call> \
-tags. Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use read_paragraph to \
-read the whole paragraph around a useful sentence. Search again with new words when a hop \
-is missing. When you know the answer, call answer with a short answer (a name, date, number, \
-or yes/no), not a sentence. You have a limited number of turns; every call uses one."""
+_CORPUS = "You answer multi-hop questions by searching a corpus of Wikipedia paragraphs"
+_CALL = "Each turn, think briefly, then call exactly one tool inside <tool_call></tool_call> tags."
+_SENTENCE_HITS = (
+    'Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use read_paragraph to '
+    "read the whole paragraph around a useful sentence."
+)
+_PARAGRAPH_HITS = 'Search hits are whole paragraphs, shown as [p<paragraph id> "<title>"].'
+_CLOSING = (
+    "Search again with new words when a hop is missing. When you know the answer, call answer "
+    "with a short answer (a name, date, number, or yes/no), not a sentence. You have a limited "
+    "number of turns; every call uses one."
+)
+
+
+def system_prompt(tools: Sequence[str]) -> str:
+    """The task description, worded for the tools of the episode."""
+    if "read_paragraph" in tools:
+        return f"{_CORPUS}, split into sentences. {_CALL} {_SENTENCE_HITS} {_CLOSING}"
+    return f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"
 
 
 def user_prompt(question: str, turn_budget: int) -> str:
@@ -38,6 +50,8 @@ _COMPACT_SIGNATURES = {
 def compact_tool_list(tools: Sequence[str]) -> str:
     """One line per tool and the call format: a short stand-in for the JSON schemas."""
     lines = [f"- {_COMPACT_SIGNATURES[str(t)]}" for t in tools]
+    if "read_paragraph" not in tools:  # searches return whole paragraphs then
+        lines = [line.replace("top sentences", "top paragraphs") for line in lines]
     example = '<tool_call>\n{"name": "<tool>", "arguments": {"<argument>": <value>}}\n</tool_call>'
     return "Tools:\n" + "\n".join(lines) + "\nCall format:\n" + example
 

@@ -214,6 +214,8 @@ def test_without_read_paragraph_searches_return_paragraphs_that_count_as_read(
     assert "The city stands on the Vistula" in obs, "the whole paragraph is shown"
     assert {tiny_index.corpus.title(p) for p in episode.read_paragraph_ids} == {"Warsaw"}
     assert "read_paragraph" not in {s["function"]["name"] for s in env.tool_schemas}
+    descriptions = " ".join(s["function"]["description"] for s in env.tool_schemas)
+    assert "paragraphs" in descriptions and "sentences" not in descriptions
 
 
 def test_search_r1_tool_set(tiny_index, tiny_questions):
