@@ -7,7 +7,7 @@ that every bad field becomes a ``DataFormatError`` naming the file, line or reco
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,3 +103,25 @@ class RecordContext:
         for position, item in enumerate(items):
             self.check(item, str, f"{field}[{position}]")
         return tuple(items)
+
+    def indexed_objects(self, value: Any, field: str) -> Iterator[tuple[str, dict]]:
+        """(field prefix, object) for each object of a list whose optional ``idx`` must equal
+        its position (supporting facts and decompositions refer to paragraphs by idx)."""
+        for position, item in enumerate(self.check(value, list, field)):
+            prefix = f"{field}[{position}]."
+            self.check(item, dict, prefix.rstrip("."))
+            idx = self.optional(item, "idx", int, position, prefix)
+            if idx != position:
+                raise self.error(
+                    f"is {idx} but the paragraph is at position {position}", prefix + "idx"
+                )
+            yield prefix, item
+
+    def pairs(self, value: Any, field: str, shape: str) -> Iterator[tuple[str, Any, Any]]:
+        """(field, first, second) for each two-item list of a list; ``shape`` names the items."""
+        for position, item in enumerate(self.check(value, list, field)):
+            name = f"{field}[{position}]"
+            pair = self.check(item, list, name)
+            if len(pair) != 2:
+                raise self.error(f"expected {shape}, got {len(pair)} items", name)
+            yield name, pair[0], pair[1]

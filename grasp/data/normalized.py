@@ -33,12 +33,7 @@ _SUPPORTING_INDICES = "supporting_paragraph_indices"
 def _paragraphs(ctx: RecordContext, value: Any) -> tuple[Paragraph, ...]:
     """The ``paragraphs`` field: objects with ``idx`` (its position), title, sentences, flag."""
     paragraphs = []
-    for position, item in enumerate(ctx.check(value, list, "paragraphs")):
-        prefix = f"paragraphs[{position}]."
-        ctx.check(item, dict, prefix.rstrip("."))
-        idx = ctx.optional(item, "idx", int, position, prefix)
-        if idx != position:
-            raise ctx.error(f"is {idx} but the paragraph is at position {position}", prefix + "idx")
+    for prefix, item in ctx.indexed_objects(value, "paragraphs"):
         paragraphs.append(
             Paragraph(
                 title=ctx.require(item, "title", str, prefix),

@@ -60,13 +60,9 @@ _MUSIQUE_FIELDS = frozenset({"id", "question", "answer", "answer_aliases", "para
 def _context_paragraphs(ctx: RecordContext, value: Any) -> list[tuple[str, tuple[str, ...]]]:
     """The ``context`` field, ``[[title, [sentence, ...]], ...]``, with sentences stripped."""
     paragraphs = []
-    for position, item in enumerate(ctx.check(value, list, "context")):
-        field = f"context[{position}]"
-        pair = ctx.check(item, list, field)
-        if len(pair) != 2:
-            raise ctx.error(f"expected [title, sentences], got {len(pair)} items", field)
-        title = ctx.check(pair[0], str, f"{field}[0]")
-        sentences = ctx.strings(pair[1], f"{field}[1]")
+    for field, first, second in ctx.pairs(value, "context", "[title, sentences]"):
+        title = ctx.check(first, str, f"{field}[0]")
+        sentences = ctx.strings(second, f"{field}[1]")
         # Official HotpotQA sentences after the first begin with a space; the schema strips it.
         paragraphs.append((title, tuple(s.strip() for s in sentences)))
     return paragraphs
@@ -75,14 +71,8 @@ def _context_paragraphs(ctx: RecordContext, value: Any) -> list[tuple[str, tuple
 def _context_facts(ctx: RecordContext, value: Any) -> list[tuple[str, int]]:
     """The ``supporting_facts`` field, ``[[title, sent_id], ...]``."""
     facts = []
-    for position, item in enumerate(ctx.check(value, list, "supporting_facts")):
-        field = f"supporting_facts[{position}]"
-        pair = ctx.check(item, list, field)
-        if len(pair) != 2:
-            raise ctx.error(f"expected [title, sent_id], got {len(pair)} items", field)
-        facts.append(
-            (ctx.check(pair[0], str, f"{field}[0]"), ctx.check(pair[1], int, f"{field}[1]"))
-        )
+    for field, first, second in ctx.pairs(value, "supporting_facts", "[title, sent_id]"):
+        facts.append((ctx.check(first, str, f"{field}[0]"), ctx.check(second, int, f"{field}[1]")))
     return facts
 
 
@@ -143,13 +133,7 @@ def twowiki_question(record: Any, ctx: RecordContext | None = None) -> Question:
 def _musique_paragraphs(ctx: RecordContext, value: Any) -> tuple[Paragraph, ...]:
     """MuSiQue ``paragraphs``, split into sentences; ``idx`` must equal the list position."""
     paragraphs = []
-    for position, item in enumerate(ctx.check(value, list, "paragraphs")):
-        prefix = f"paragraphs[{position}]."
-        ctx.check(item, dict, prefix.rstrip("."))
-        # question_decomposition points at paragraphs by idx, so idx must be the position.
-        idx = ctx.optional(item, "idx", int, position, prefix)
-        if idx != position:
-            raise ctx.error(f"is {idx} but the paragraph is at position {position}", prefix + "idx")
+    for prefix, item in ctx.indexed_objects(value, "paragraphs"):
         text = ctx.require(item, "paragraph_text", str, prefix)
         paragraphs.append(
             Paragraph(
