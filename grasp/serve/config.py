@@ -1,0 +1,54 @@
+"""Settings of the retrieval service (request bounds, cross-request batching), and its protocol version.
+
+Kept apart from the FastAPI app so that configs (``grasp.config``) can name them without
+importing the web stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PROTOCOL_VERSION = 1
+"""Version of the service's JSON protocol; bumped whenever a request or response changes."""
+
+
+@dataclass
+class ServiceConfig:
+    """What one request may ask of the retrieval service, and how requests are batched."""
+
+    max_queries_per_request: int = 1024
+    """Queries one search request may carry (the client splits longer lists)."""
+    max_query_chars: int = 4096
+    """Characters one query may have."""
+    max_k: int = 100
+    """Largest k a search may ask for."""
+    max_scope_paragraphs: int = 10_000
+    """Paragraph ids one query's scope may list."""
+    max_paragraphs_per_request: int = 1024
+    """Paragraph ids one read request may ask for."""
+    max_batch_queries: int = 512
+    """A batch closes once it holds this many queries (a request is never split)."""
+    max_wait_ms: float = 2.0
+    """How long the first request of a batch waits for others to join it."""
+    max_pending_queries: int = 65_536
+    """Queries waiting for a batch beyond which new requests are answered 503 (busy)."""
+    merge_requests: bool = True
+    """Search the requests of a batch with one call per (retriever, k, granularity). False:
+    one call per request, so that every answer is bitwise the in-process answer of that
+    request's queries (a bf16 encoder's vectors shift in the last bit with the batch)."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field when a bound cannot work."""
+        for name in (
+            "max_queries_per_request",
+            "max_query_chars",
+            "max_k",
+            "max_scope_paragraphs",
+            "max_paragraphs_per_request",
+            "max_batch_queries",
+            "max_pending_queries",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"service.{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_wait_ms < 0:
+            raise ValueError(f"service.max_wait_ms must be >= 0, got {self.max_wait_ms}")
