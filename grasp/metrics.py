@@ -188,3 +188,49 @@ def bootstrap_ci(
     return ConfidenceInterval(
         mean=mean, low=min(float(low), mean), high=max(float(high), mean), n=n
     )
+
+
+def macro_bootstrap_ci(
+    groups: Sequence[Sequence[float]],
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> ConfidenceInterval:
+    """Percentile-bootstrap CI of a macro average: the mean over groups of each group's mean.
+
+    The bootstrap is stratified: each resample draws every group's questions with replacement
+    from that group alone, so each group (dataset) keeps its size and its weight 1/len(groups)
+    whatever its size. ``n`` is the number of values over all groups. No groups give
+    mean = low = high = nan; all-constant groups give low = high = mean exactly.
+
+    Raises:
+        ValueError: if a group is empty, a value is not finite, ``n_resamples`` < 1 or
+            ``confidence`` is not in (0, 1).
+    """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    arrays = [np.asarray(group, dtype=np.float64).reshape(-1) for group in groups]
+    if not arrays:
+        return ConfidenceInterval(mean=math.nan, low=math.nan, high=math.nan, n=0)
+    for position, values_N in enumerate(arrays):
+        if values_N.size == 0:
+            raise ValueError(f"macro_bootstrap_ci group {position} is empty")
+        if not np.all(np.isfinite(values_N)):
+            raise ValueError(f"macro_bootstrap_ci group {position} holds nan or inf")
+    n = sum(int(values_N.size) for values_N in arrays)
+    mean = float(np.mean([values_N.mean() for values_N in arrays]))
+    if all(np.all(values_N == values_N[0]) for values_N in arrays):
+        return ConfidenceInterval(mean=mean, low=mean, high=mean, n=n)
+    rng = np.random.default_rng(seed)
+    macro_R = np.zeros(n_resamples)
+    for values_N in arrays:
+        indices_RN = rng.integers(0, values_N.size, size=(n_resamples, values_N.size))
+        macro_R += values_N[indices_RN].mean(axis=1)
+    macro_R /= len(arrays)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(macro_R, [tail, 1.0 - tail])
+    return ConfidenceInterval(
+        mean=mean, low=min(float(low), mean), high=max(float(high), mean), n=n
+    )

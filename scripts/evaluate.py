@@ -1,77 +1,179 @@
-"""Evaluate a policy on a bundled dev set in the GRASP environment.
+"""Evaluate a policy on the dev sets in the GRASP environment: the paper's protocol.
 
-    python scripts/evaluate.py policy=scripted n=100 out=runs/eval-scripted
-    python scripts/evaluate.py policy=hf n=50 out=runs/eval-smollm2
+    python scripts/evaluate.py policy=scripted                           # all three, n=500
+    python scripts/evaluate.py 'datasets=[hotpotqa,musique]' policy=hf n=50
     python scripts/evaluate.py dataset=musique policy=openai policy.base_url=http://localhost:8000/v1
+    python scripts/evaluate.py policy=qwen2.5_3b_vllm judge=openai judge.base_url=http://host:8000/v1
 
-Writes results.json (em, f1, recall, tool use, parse errors, stop reasons, turns, tokens,
-wall time) and trajectories.jsonl into out=; an interrupted run resumes where it stopped.
+Each dataset: a seed-42 sample of n questions (all of them where fewer exist), searched in the
+dataset's own pooled sentence index, written to out/<dataset>/ (config.json,
+trajectories.jsonl, judge_cache.jsonl, results.json, results.md). Then out/results.json and
+out/results.md: every dataset, all questions pooled, and the macro mean over datasets, each
+metric with its 95% bootstrap interval, with the code's commit and the models' identities.
+An interrupted evaluation resumes where it stopped, without judging any answer twice.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
+from grasp.baselines import build_baseline_policy
 from grasp.config import (
     REPO_ROOT,
+    DatasetConfig,
     EvaluateConfig,
     dataset_path,
-    default_index_dir,
     register_configs,
     to_dataclass,
 )
-from grasp.corpus import CorpusIndex, build_index
-from grasp.data import load_questions, sample_questions
+from grasp.data import DataSource, load_questions, sample_questions
 from grasp.env.environment import RetrievalEnvironment
+from grasp.eval.judge import build_judge
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.provenance import code_version, judge_identity, policy_identity
+from grasp.eval.summary import overall_summary
+from grasp.eval.tables import results_markdown
 from grasp.rollout.engine import RolloutEngine
-from grasp.rollout.factory import build_policy
+from grasp.rollout.factory import BuiltPolicy
+from grasp.serve.client import open_index
+from grasp.types import Question
 
 log = logging.getLogger("evaluate")
 register_configs()
 
+RUN_FIELDS = (
+    "split",
+    "n",
+    "seed",
+    "index",
+    "env",
+    "policy",
+    "baseline",
+    "rollout",
+    "batch_questions",
+)
+"""Settings that shape a dataset's trajectories: a rerun into the same folder must keep them."""
+
+
+def make_policy(
+    config: EvaluateConfig, env: RetrievalEnvironment, reuse: BuiltPolicy | None = None
+) -> BuiltPolicy:
+    """The policy that acts in ``env``: the one place where the evaluation chooses who acts.
+
+    ``reuse`` is the policy built for the previous dataset. Today's policies depend on the
+    environment only through its tool schemas, which come from ``config.env`` and are the same
+    for every dataset, so a model is loaded once (and a vLLM engine, which cannot be built
+    twice in one process, is created once).
+    """
+    if reuse is not None:
+        return reuse
+    return build_baseline_policy(config.baseline, config.policy, env)
+
+
+@dataclass
+class DatasetSetup:
+    """One dataset ready to evaluate."""
+
+    questions: list[Question]
+    """The seeded sample."""
+    env: RetrievalEnvironment
+    """The environment over the dataset's pooled index."""
+    run_config: dict[str, Any]
+    """What config.json of the dataset's folder records."""
+
+
+def prepare_dataset(config: EvaluateConfig, dataset: DatasetConfig) -> DatasetSetup:
+    """Load the dataset, sample it, build (or reuse) its index, make its environment."""
+    name = dataset.name
+    path = None
+    if dataset.source is DataSource.NORMALIZED:
+        path = dataset_path(dataset, config.split)
+    elif dataset.path:
+        path = Path(dataset.path)
+    questions = load_questions(name, dataset.source, path=path, split=config.split)
+    index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
+    directory = index_root / f"{name}-{config.split}"
+    source = {"dataset": str(name), "split": config.split, "path": str(path)}
+    index = open_index(config.index, directory, questions, source=source)
+    env = RetrievalEnvironment(index, config.env)
+    sample = sample_questions(questions, config.n, seed=config.seed)
+    log.info("%s: %d of %d questions, index %s", name, len(sample), len(questions), directory)
+    resolved = dataclasses.asdict(config)
+    run_config = {key: resolved[key] for key in RUN_FIELDS}
+    run_config["dataset"] = {"name": str(name), "source": str(dataset.source), "path": str(path)}
+    return DatasetSetup(sample, env, run_config)
+
+
+def run(config: EvaluateConfig) -> dict[str, Any]:
+    """Evaluate every configured dataset, then write and return the overall results."""
+    config.env.validate()
+    config.judge.validate()
+    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "evaluate" / config.policy.kind
+    provenance = {
+        "code": code_version(),
+        "policy": policy_identity(config.policy),
+        "judge": judge_identity(config.judge),
+    }
+    judge = build_judge(config.judge)
+    built: BuiltPolicy | None = None
+    parts, per_dataset = {}, {}
+    for dataset in config.dataset_configs():
+        name = str(dataset.name)
+        setup = prepare_dataset(config, dataset)
+        built = make_policy(config, setup.env, reuse=built)
+        engine = RolloutEngine(setup.env, built.policy, config.rollout, chat=built.chat)
+        output = evaluate_policy(
+            engine,
+            setup.questions,
+            out / name,
+            setup.run_config,
+            config.batch_questions,
+            config.save_tokens,
+            judge=judge,
+            provenance=provenance,
+        )
+        parts[name] = (output.trajectories, output.scores)
+        per_dataset[name] = {
+            k: v for k, v in output.results.items() if k not in ("config", "provenance")
+        }
+    overall = overall_summary(parts)
+    pooled = overall["pooled"]
+    pooled["wall_time_s"] = sum(r["wall_time_s"] for r in per_dataset.values())
+    rolled_out = sum(r["questions_rolled_out"] for r in per_dataset.values())
+    pooled["wall_time_per_question_s"] = pooled["wall_time_s"] / max(rolled_out, 1)
+    results = {
+        "datasets": per_dataset,
+        "overall": overall,
+        "questions": sum(r["questions"] for r in per_dataset.values()),
+        "config": dataclasses.asdict(config),
+        "provenance": provenance,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    rows = list(per_dataset.items())
+    macro = None
+    if len(rows) > 1:
+        rows.append(("overall (pooled)", pooled))
+        macro = overall["macro"]
+    title = f"Evaluation: policy {config.policy.kind}"
+    markdown = results_markdown(title, rows, provenance, results["config"], macro)
+    (out / "results.md").write_text(markdown)
+    print(markdown)
+    log.info("wrote %s", out)
+    return results
+
 
 @hydra.main(version_base=None, config_path="../configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    config = to_dataclass(cfg, EvaluateConfig)
-    config.env.validate()
-    name = config.dataset.name
-    path = dataset_path(config.dataset, config.split)
-    questions = load_questions(name, config.dataset.source, path=path, split=config.split)
-    directory = (
-        Path(config.index_dir) if config.index_dir else default_index_dir(name, config.split)
-    )
-    source = {"dataset": str(name), "split": config.split, "path": str(path)}
-    build_index(questions, config.index, directory, source=source)
-    index = CorpusIndex.load(directory, config.index)
-    env = RetrievalEnvironment(index, config.env)
-    built = build_policy(config.policy, env.prompt_tool_schemas)
-    engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
-    sample = sample_questions(questions, config.n, seed=config.seed)
-    out = (
-        Path(config.out)
-        if config.out
-        else REPO_ROOT / "runs" / "evaluate" / f"{name}-{config.policy.kind}"
-    )
-    log.info("%s: %d questions, policy %s -> %s", name, len(sample), config.policy.kind, out)
-    output = evaluate_policy(
-        engine, sample, out, dataclasses.asdict(config), config.batch_questions, config.save_tokens
-    )
-    r = output.results
-    print(
-        f"{name} ({r['questions']} questions, policy={config.policy.kind}): "
-        f"EM {r['em']:.3f}  F1 {r['f1']:.3f}  recall {r['recall']:.3f} "
-        f"(all gold {r['recall_all_gold']:.3f}, read {r['read_recall']:.3f})  "
-        f"turns {r['turns_per_episode']:.2f}  parse errors {r['parse_error_rate']:.3f}  "
-        f"wall {r['wall_time_s']:.1f}s"
-    )
-    print(f"tool calls per episode: {r['tool_calls_per_episode']}  stops: {r['stop_reasons']}")
-    log.info("wrote %s", out)
+    run(to_dataclass(cfg, EvaluateConfig))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from grasp.metrics import (
     bootstrap_ci,
     exact_match,
     f1_score,
+    macro_bootstrap_ci,
     normalize_answer,
     paragraph_recall,
     set_f1,
@@ -261,3 +262,34 @@ def test_bootstrap_interval_contains_mean(values: list[float], seed: int) -> Non
     # Resample means lie within the sample's range, up to rounding (3 * x / 3 may exceed x).
     tolerance = 1e-9 * max(1.0, max(abs(v) for v in values))
     assert min(values) - tolerance <= ci.low and ci.high <= max(values) + tolerance
+
+
+# ---------------------------------------------------------------------------------------------
+# macro_bootstrap_ci
+
+
+def test_macro_mean_weighs_groups_not_values() -> None:
+    ci = macro_bootstrap_ci([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0]], seed=0)
+    assert ci.mean == 0.375 and ci.n == 6  # (0.75 + 0) / 2, not 3 / 6
+    assert ci.low <= ci.mean <= ci.high
+    assert ci == macro_bootstrap_ci([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0]], seed=0)
+
+
+def test_macro_constant_groups_have_zero_width() -> None:
+    assert macro_bootstrap_ci([[1.0, 1.0], [0.5]]) == ConfidenceInterval(0.75, 0.75, 0.75, 3)
+
+
+def test_macro_resamples_within_each_group() -> None:
+    # The first group cannot vary; the second's resample mean is 0, 0.5 or 1 (p = 1/4, 1/2,
+    # 1/4), so the macro resamples are 0.5, 0.75 or 1.0 and the 95% bounds are 0.5 and 1.0.
+    ci = macro_bootstrap_ci([[1.0], [0.0, 1.0]], n_resamples=2000, seed=0)
+    assert (ci.mean, ci.low, ci.high) == (0.75, 0.5, 1.0)
+
+
+def test_macro_without_groups_is_nan_and_an_empty_group_is_an_error() -> None:
+    ci = macro_bootstrap_ci([])
+    assert math.isnan(ci.mean) and math.isnan(ci.low) and ci.n == 0
+    with pytest.raises(ValueError, match="group 1 is empty"):
+        macro_bootstrap_ci([[1.0], []])
+    with pytest.raises(ValueError, match="group 0 holds nan"):
+        macro_bootstrap_ci([[math.nan]])

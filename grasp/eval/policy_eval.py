@@ -2,11 +2,16 @@
 
 Output folder::
 
-    config.json          the resolved configuration (a rerun with another one is refused)
+    config.json          the configuration that shapes the trajectories (a rerun with
+                         another one is refused; the judge may change)
     trajectories.jsonl   one trajectory per line, appended batch by batch
-    results.json         em, f1, recall first; then tool use, errors, stop reasons, cost
+    judge_cache.jsonl    the judge's verdicts (when a judge is configured)
+    results.json         em, f1, jd, recall first; then supporting-sentence recall, tool use,
+                         errors, stop reasons, cost, the configuration and its provenance
+    results.md           the same as tables
 
-An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped.
+An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped, and
+answers already in judge_cache.jsonl are not judged again.
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from grasp.eval.summary import summarize
+from grasp.corpus.corpus import SentenceCorpus
+from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
+from grasp.eval.summary import EpisodeScores, summarize
+from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
+from grasp.eval.tables import results_markdown
+from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
 from grasp.rollout.trajectory import Trajectory, read_trajectories
 from grasp.types import Question
@@ -33,6 +43,8 @@ log = logging.getLogger(__name__)
 class EvaluationOutput:
     results: dict[str, Any]
     trajectories: list[Trajectory]
+    scores: EpisodeScores
+    """Supporting-sentence recall and judge verdicts by episode id."""
 
 
 def evaluate_policy(
@@ -42,8 +54,14 @@ def evaluate_policy(
     config: dict[str, Any],
     batch_questions: int = 64,
     save_tokens: bool = False,
+    judge: Judge | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> EvaluationOutput:
-    """Roll out ``questions`` in batches, appending trajectories; write results.json."""
+    """Roll out ``questions`` in batches, appending trajectories; score; write the results.
+
+    ``config`` is what must match on resume (config.json); ``provenance`` (code version,
+    policy and judge identity) goes into results.json and results.md as it is.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_or_write_config(out_dir / "config.json", config)
     path = out_dir / "trajectories.jsonl"
@@ -67,7 +85,12 @@ def evaluate_policy(
     wall = time.perf_counter() - started
     wanted = {q.question_id for q in questions}
     trajectories = [t for t in done if t.question_id in wanted]
-    results = summarize(trajectories)
+    scoring_started = time.perf_counter()
+    scores = score_episodes(engine.env.index.corpus, questions, trajectories)
+    if judge is not None:
+        scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
+    results = summarize(trajectories, scores)
+    results["scoring_time_s"] = time.perf_counter() - scoring_started
     results["wall_time_s"] = wall
     results["wall_time_per_question_s"] = wall / max(len(todo), 1)
     results["rollout_time_s"] = {
@@ -76,9 +99,31 @@ def evaluate_policy(
         "environment_share": timings.environment / timings.total if timings.total else 0.0,
     }
     results["questions"] = len(wanted)
+    results["questions_rolled_out"] = len(todo)
     results["config"] = config
+    results["provenance"] = provenance
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    return EvaluationOutput(results, trajectories)
+    title = f"Evaluation of {out_dir.name}"
+    markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
+    (out_dir / "results.md").write_text(markdown)
+    return EvaluationOutput(results, trajectories, scores)
+
+
+def score_episodes(
+    corpus: SentenceCorpus, questions: Sequence[Question], trajectories: Sequence[Trajectory]
+) -> EpisodeScores:
+    """Supporting-sentence recall of every episode whose question has sentence-level facts."""
+    by_id = {q.question_id: q for q in questions}
+    scores = EpisodeScores()
+    for t in trajectories:
+        supporting = supporting_sentences(corpus, by_id[t.question_id])
+        if supporting is None:
+            continue
+        seen = seen_sentence_ids(corpus, t)
+        # The set recall of grasp.metrics, over sentence ids instead of paragraph ids.
+        scores.supporting_recall[t.episode_id] = paragraph_recall(seen, supporting.sentence_ids)
+        scores.supporting_all_found[t.episode_id] = all_gold_found(seen, supporting.sentence_ids)
+    return scores
 
 
 def _check_or_write_config(path: Path, config: dict[str, Any]) -> None:

@@ -1,19 +1,46 @@
 """Summaries of a set of trajectories: answer quality, retrieval recall, tool use, cost.
 
-Recall counts gold paragraphs found anywhere in the trajectory (a hit of any search, or a
-read), and separately the read paragraphs only. Means come with 95% bootstrap intervals
-over questions' episodes.
+Per episode: EM and F1 (official normalization, best alias), JD (the judge's verdict, when a
+judge ran), recall of gold paragraphs found anywhere in the trajectory (a hit of any search,
+or a read) as a fraction and as all-gold-found, the same over read paragraphs only, and the
+recall of supporting sentences (questions with sentence-level facts only). Every mean comes
+with a 95% bootstrap interval over episodes (``ci``).
+
+``overall_summary`` pools the episodes of several datasets and adds the macro average (the
+mean of the datasets' means) with a stratified bootstrap interval.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from grasp.metrics import all_gold_found, bootstrap_ci, paragraph_recall
+from grasp.eval.judge import VERDICT_SCORES, JudgeResult, Verdict
+from grasp.metrics import all_gold_found, bootstrap_ci, macro_bootstrap_ci, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
+
+NOT_COMPUTED = "not computed"
+"""JD when no judge is configured."""
+NO_VERDICTS = "no parseable verdicts"
+"""JD when a judge ran but no episode got a yes, no or no-answer verdict."""
+NOT_AVAILABLE = "not available"
+"""Supporting-sentence recall of episodes without sentence-level supporting facts."""
+
+MEAN_METRICS = (
+    "em",
+    "f1",
+    "jd",
+    "recall",
+    "recall_all_gold",
+    "read_recall",
+    "read_recall_all_gold",
+    "supporting_sentence_recall",
+    "supporting_sentence_all_found",
+    "turns_per_episode",
+)
+"""Per-episode metrics reported as means with intervals, per dataset, pooled and macro."""
 
 
 @dataclass
@@ -43,45 +70,187 @@ def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
     return counts
 
 
-def _mean_ci(values: Sequence[float]) -> dict[str, float]:
-    interval = bootstrap_ci(list(values))
-    return {"mean": interval.mean, "low": interval.low, "high": interval.high}
+@dataclass
+class EpisodeScores:
+    """Scores that need more than the trajectory (the corpus, a judge), by episode id."""
+
+    supporting_recall: dict[str, float] = field(default_factory=dict)
+    """Fraction of supporting sentences seen; only episodes with sentence-level facts."""
+    supporting_all_found: dict[str, float] = field(default_factory=dict)
+    """1.0 when every supporting sentence was seen; the same episodes."""
+    verdicts: dict[str, JudgeResult] | None = None
+    """The judge's verdicts; None when no judge is configured."""
+
+    @classmethod
+    def merge(cls, parts: Sequence[EpisodeScores]) -> EpisodeScores:
+        """One object for the episodes of several datasets (episode ids are distinct)."""
+        merged = cls()
+        for part in parts:
+            merged.supporting_recall.update(part.supporting_recall)
+            merged.supporting_all_found.update(part.supporting_all_found)
+        judged = [part.verdicts for part in parts]
+        if judged and all(v is not None for v in judged):
+            merged.verdicts = {k: v for part in judged if part for k, v in part.items()}
+        return merged
 
 
-def summarize(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
-    """Aggregate metrics of ``trajectories``; the first keys are em, f1 and recall (means)."""
-    n = len(trajectories)
-    if n == 0:
-        raise ValueError("no trajectories to summarize")
-    em = [t.reward["answer/em"] for t in trajectories]
-    f1 = [t.reward["answer/f1"] for t in trajectories]
-    recall, complete, read_recall = [], [], []
+def metric_values(
+    trajectories: Sequence[Trajectory], scores: EpisodeScores | None = None
+) -> dict[str, list[float]]:
+    """Per-episode values of each metric of ``MEAN_METRICS`` that the episodes have.
+
+    ``jd`` is present when a judge ran (unparseable and failed verdicts are left out);
+    the supporting-sentence metrics hold the episodes with sentence-level facts only.
+    """
+    scores = scores or EpisodeScores()
+    values: dict[str, list[float]] = {name: [] for name in MEAN_METRICS}
     for t in trajectories:
         gold = set(t.gold_paragraph_ids)
         found = t.retrieved_paragraph_ids
-        recall.append(paragraph_recall(found, gold))
-        complete.append(all_gold_found(found, gold))
-        read_recall.append(paragraph_recall(set(t.read_paragraph_ids), gold))
+        read = set(t.read_paragraph_ids)
+        values["em"].append(t.reward["answer/em"])
+        values["f1"].append(t.reward["answer/f1"])
+        values["recall"].append(paragraph_recall(found, gold))
+        values["recall_all_gold"].append(all_gold_found(found, gold))
+        values["read_recall"].append(paragraph_recall(read, gold))
+        values["read_recall_all_gold"].append(all_gold_found(read, gold))
+        values["turns_per_episode"].append(float(t.turns_used))
+        if t.episode_id in scores.supporting_recall:
+            values["supporting_sentence_recall"].append(scores.supporting_recall[t.episode_id])
+            values["supporting_sentence_all_found"].append(
+                scores.supporting_all_found[t.episode_id]
+            )
+        if scores.verdicts is not None:
+            verdict = scores.verdicts[t.episode_id].verdict
+            if verdict in VERDICT_SCORES:
+                values["jd"].append(VERDICT_SCORES[verdict])
+    return values
+
+
+def _interval(values: Sequence[float]) -> dict[str, float]:
+    interval = bootstrap_ci(list(values))
+    return {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
+
+
+def _judge_counts(trajectories: Sequence[Trajectory], scores: EpisodeScores) -> dict[str, int]:
+    assert scores.verdicts is not None
+    counts = Counter(str(scores.verdicts[t.episode_id].verdict) for t in trajectories)
+    return {str(v): counts[str(v)] for v in Verdict}
+
+
+def summarize(
+    trajectories: Sequence[Trajectory], scores: EpisodeScores | None = None
+) -> dict[str, Any]:
+    """Aggregate metrics of ``trajectories``; the first keys are em, f1, jd and recall.
+
+    ``jd`` is a number only when ``scores.verdicts`` holds a judge's verdicts, else
+    "not computed"; the supporting-sentence recalls are "not available" when no episode has
+    sentence-level facts. ``ci`` holds the interval of every numeric mean.
+    """
+    n = len(trajectories)
+    if n == 0:
+        raise ValueError("no trajectories to summarize")
+    scores = scores or EpisodeScores()
+    values = metric_values(trajectories, scores)
+    means: dict[str, Any] = {name: sum(v) / len(v) for name, v in values.items() if v}
+    if scores.verdicts is None:
+        means["jd"] = NOT_COMPUTED
+    elif not values["jd"]:
+        means["jd"] = NO_VERDICTS
+    for name in ("supporting_sentence_recall", "supporting_sentence_all_found"):
+        means.setdefault(name, NOT_AVAILABLE)
     counts = count_events(trajectories)
     turns = counts.turns
     reward_keys = [k for k in trajectories[0].reward if k.startswith("reward/")]
-    return {
-        "em": sum(em) / n,
-        "f1": sum(f1) / n,
-        "recall": sum(recall) / n,
-        "recall_all_gold": sum(complete) / n,
-        "read_recall": sum(read_recall) / n,
-        "ci": {"em": _mean_ci(em), "f1": _mean_ci(f1), "recall": _mean_ci(recall)},
-        "reward": {k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
-        "reward_ci": {k: _mean_ci([t.reward[k] for t in trajectories]) for k in reward_keys},
-        "tool_calls_per_episode": {k: v / n for k, v in sorted(counts.tool_calls.items())},
-        "parse_error_rate": counts.parse_errors / max(turns, 1),
-        "invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
-        "errors": dict(sorted(counts.errors.items())),
-        "stop_reasons": {k: v / n for k, v in sorted(counts.stops.items())},
-        "turns_per_episode": turns / n,
-        "generated_tokens_per_episode": sum(t.generated_tokens for t in trajectories) / n,
-        "completion_tokens_per_episode": sum(t.completion_tokens for t in trajectories) / n,
-        "prompt_tokens_per_episode": sum(t.prompt_tokens for t in trajectories) / n,
-        "episodes": n,
+    results: dict[str, Any] = {
+        name: means[name] for name in MEAN_METRICS if name != "turns_per_episode"
     }
+    results["ci"] = {name: _interval(v) for name, v in values.items() if v}
+    results["judge"] = _judge_counts(trajectories, scores) if scores.verdicts is not None else None
+    results["supporting_sentence_episodes"] = len(values["supporting_sentence_recall"])
+    results.update(
+        {
+            "reward": {k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
+            "reward_ci": {k: _interval([t.reward[k] for t in trajectories]) for k in reward_keys},
+            "tool_calls_per_episode": {k: v / n for k, v in sorted(counts.tool_calls.items())},
+            "parse_error_rate": counts.parse_errors / max(turns, 1),
+            "invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
+            "errors": dict(sorted(counts.errors.items())),
+            "stop_reasons": {k: v / n for k, v in sorted(counts.stops.items())},
+            "turns_per_episode": turns / n,
+            "generated_tokens_per_episode": sum(t.generated_tokens for t in trajectories) / n,
+            "completion_tokens_per_episode": sum(t.completion_tokens for t in trajectories) / n,
+            "prompt_tokens_per_episode": sum(t.prompt_tokens for t in trajectories) / n,
+            "episodes": n,
+            "policy_extra": extra_summary(trajectories),
+        }
+    )
+    return results
+
+
+def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """What policies reported in the trajectories' ``extra`` (baselines do; agents do not).
+
+    ``routes``: share of episodes per Adaptive-RAG route; ``backend_*``: mean backend calls
+    and tokens per episode that reported them; ``context_recall``: mean recall of the gold
+    paragraphs among those the backend answered from. Empty when nothing was reported.
+    """
+    summary: dict[str, Any] = {}
+    routes = Counter(str(t.extra["route"]) for t in trajectories if "route" in t.extra)
+    if routes:
+        summary["routes"] = {k: v / len(trajectories) for k, v in sorted(routes.items())}
+    for key in ("backend_calls", "backend_prompt_tokens", "backend_generated_tokens"):
+        reported = [t.extra[key] for t in trajectories if key in t.extra]
+        if reported:
+            summary[f"{key}_per_episode"] = sum(reported) / len(reported)
+    context = [
+        paragraph_recall(set(t.extra["context_paragraph_ids"]), set(t.gold_paragraph_ids))
+        for t in trajectories
+        if "context_paragraph_ids" in t.extra
+    ]
+    if context:
+        summary["context_recall"] = sum(context) / len(context)
+        summary["context_recall_episodes"] = len(context)
+    return summary
+
+
+def macro_summary(per_dataset: Mapping[str, dict[str, list[float]]]) -> dict[str, Any]:
+    """The mean over datasets of each dataset's mean, with a stratified bootstrap interval.
+
+    ``per_dataset`` maps a dataset to its ``metric_values``. A metric is averaged over the
+    datasets that have it (``datasets`` lists them); JD is "not computed" unless every
+    dataset was judged.
+    """
+    macro: dict[str, Any] = {}
+    included: dict[str, list[str]] = {}
+    for name in MEAN_METRICS:
+        having = [d for d, values in per_dataset.items() if values.get(name)]
+        if not having:
+            macro[name] = NOT_AVAILABLE
+            continue
+        interval = macro_bootstrap_ci([per_dataset[d][name] for d in having])
+        macro[name] = {
+            "mean": interval.mean,
+            "low": interval.low,
+            "high": interval.high,
+            "n": interval.n,
+        }
+        included[name] = having
+    macro["datasets"] = included
+    return macro
+
+
+def overall_summary(
+    parts: Mapping[str, tuple[Sequence[Trajectory], EpisodeScores]],
+) -> dict[str, Any]:
+    """Pooled (every episode of every dataset) and macro (mean of dataset means) results."""
+    trajectories = [t for part, _ in parts.values() for t in part]
+    counts = Counter(t.episode_id for t in trajectories)
+    repeated = sorted(episode for episode, count in counts.items() if count > 1)
+    if repeated:
+        raise ValueError(f"episode ids repeat across datasets, cannot pool: {repeated[:3]}")
+    pooled = summarize(trajectories, EpisodeScores.merge([s for _, s in parts.values()]))
+    macro = macro_summary({d: metric_values(t, s) for d, (t, s) in parts.items()})
+    if pooled["jd"] == NOT_COMPUTED:
+        macro["jd"] = NOT_COMPUTED
+    return {"pooled": pooled, "macro": macro}

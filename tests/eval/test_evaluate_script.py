@@ -1,0 +1,169 @@
+"""scripts/evaluate.py on the tiny fixture questions, written as three datasets' dev files.
+
+The heuristic search agent acts (no model); each dataset gets its own real index (MiniLM,
+FAISS, bm25s) under a temporary folder. The script is loaded from its file (scripts are not a
+package) and its config is composed from configs/evaluate.yaml with command-line overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from grasp.config import EvaluateConfig, register_configs, to_dataclass
+from grasp.data import write_normalized
+from grasp.paths import REPO_ROOT
+from grasp.types import DatasetName, SupportingFact
+
+register_configs()
+SCRIPT = REPO_ROOT / "scripts" / "evaluate.py"
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+
+
+@pytest.fixture(scope="module")
+def evaluate():
+    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["evaluate_script"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("evaluate_script", None)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, tiny_questions) -> Path:
+    """<dir>/<dataset>/dev.jsonl for the three datasets; 2Wiki's copy has sentence facts."""
+    root = tmp_path_factory.mktemp("data")
+    for name in DATASETS:
+        questions = []
+        for q in tiny_questions:
+            facts = q.supporting_facts
+            if name == "2wikimultihopqa":  # the sentences that answer each question
+                facts = tuple(SupportingFact(f.title, f.paragraph_index, 1) for f in facts)
+            questions.append(
+                dataclasses.replace(
+                    q,
+                    question_id=f"{name}-{q.question_id}",
+                    dataset=DatasetName(name),
+                    supporting_facts=facts,
+                )
+            )
+        write_normalized(questions, root / name / "dev.jsonl")
+    return root
+
+
+def compose_config(*overrides: str) -> EvaluateConfig:
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
+        return to_dataclass(compose("evaluate", overrides=list(overrides)), EvaluateConfig)
+
+
+@pytest.fixture(scope="module")
+def index_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("indexes")
+
+
+def test_default_protocol_is_three_datasets_500_questions_seed_42():
+    config = compose_config()
+    assert config.datasets == list(DATASETS)
+    assert (config.n, config.seed, config.split, config.dataset) == (500, 42, "dev", None)
+    assert config.judge.kind == "none" and config.policy.kind == "scripted"
+
+
+def test_three_datasets_in_one_command(evaluate, data_dir, index_root, tmp_path):
+    out = tmp_path / "eval"
+    overrides = ["policy=scripted", f"data_dir={data_dir}", f"index_root={index_root}", "n=2"]
+    results = evaluate.run(compose_config(*overrides, f"out={out}"))
+    assert list(results["datasets"]) == list(DATASETS)
+    for name in DATASETS:
+        folder = out / name
+        trajectories = (folder / "trajectories.jsonl").read_text().splitlines()
+        assert len(trajectories) == 2  # n=2 of 3, seeded
+        assert {json.loads(line)["dataset"] for line in trajectories} == {name}
+        per_dataset = json.loads((folder / "results.json").read_text())
+        assert per_dataset["jd"] == "not computed" and per_dataset["episodes"] == 2
+        assert per_dataset["config"]["dataset"]["name"] == name
+        assert (folder / "results.md").read_text().startswith(f"# Evaluation of {name}")
+        assert not (folder / "judge_cache.jsonl").exists()
+    datasets = results["datasets"]
+    assert datasets["hotpotqa"]["supporting_sentence_recall"] == "not available"
+    assert datasets["musique"]["supporting_sentence_recall"] == "not available"
+    assert 0.0 <= datasets["2wikimultihopqa"]["supporting_sentence_recall"] <= 1.0
+    pooled, macro = results["overall"]["pooled"], results["overall"]["macro"]
+    assert pooled["episodes"] == results["questions"] == 6
+    assert pooled["em"] == pytest.approx(sum(d["em"] for d in datasets.values()) / 3)
+    assert macro["f1"]["mean"] == pytest.approx(sum(d["f1"] for d in datasets.values()) / 3)
+    assert pooled["jd"] == macro["jd"] == "not computed"
+    assert macro["datasets"]["supporting_sentence_recall"] == ["2wikimultihopqa"]
+    assert results["provenance"]["policy"] == {"kind": "scripted", "scripted_reads": 2}
+    assert results["provenance"]["judge"] == {"kind": "none"}
+    head = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if head.returncode == 0:
+        assert results["provenance"]["code"]["git_commit"] == head.stdout.strip()
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["overall"]["pooled"]["em"] == pooled["em"]
+    table = (out / "results.md").read_text().splitlines()
+    labels = [line.split(" | ")[0] for line in table if line.startswith("| ")]
+    for label in (*DATASETS, "overall (pooled)", "overall (macro)"):
+        assert f"| {label}" in labels
+    assert "- policy: kind=scripted, scripted_reads=2" in table
+
+    again = evaluate.run(compose_config(*overrides, f"out={out}"))  # resumes: nothing to do
+    assert [d["questions_rolled_out"] for d in again["datasets"].values()] == [0, 0, 0]
+    assert again["overall"]["pooled"]["em"] == pooled["em"]
+    with pytest.raises(ValueError, match="another configuration"):
+        evaluate.run(compose_config(*overrides, f"out={out}", "env.top_k=3"))
+
+
+def test_openai_judge_is_cached_across_a_resumed_evaluation(
+    evaluate, data_dir, index_root, tmp_path, judge_server
+):
+    overrides = [
+        "policy=scripted",
+        f"data_dir={data_dir}",
+        f"index_root={index_root}",
+        "datasets=[hotpotqa,musique]",
+        f"out={tmp_path / 'eval'}",
+        "judge=openai",
+        f"judge.base_url={judge_server.url}",
+        "judge.served_model=stub-judge",
+    ]
+    first = evaluate.run(compose_config(*overrides))
+    answered = [
+        json.loads(row)["answer"]
+        for name in ("hotpotqa", "musique")
+        for row in (tmp_path / "eval" / name / "trajectories.jsonl").read_text().splitlines()
+    ]
+    assert len(answered) == 6 and all(answered)  # three questions each, every one answered
+    assert len(judge_server.bodies) == 6  # one request per (question, answer)
+    for name in ("hotpotqa", "musique"):
+        result = first["datasets"][name]
+        # The stub says yes exactly when the answer is a gold answer: JD equals EM here.
+        assert result["jd"] == result["em"]
+        assert sum(result["judge"].values()) == 3
+    assert first["provenance"]["judge"]["prompt_version"] == "v1"
+    again = evaluate.run(compose_config(*overrides))
+    assert len(judge_server.bodies) == 6, "a resumed evaluation judges nothing twice"
+    assert again["overall"]["pooled"]["jd"] == first["overall"]["pooled"]["jd"]
+    assert isinstance(first["overall"]["macro"]["jd"]["mean"], float)
+
+
+def test_single_dataset_form_reads_its_own_path(evaluate, data_dir, index_root, tmp_path):
+    path = data_dir / "musique" / "dev.jsonl"
+    config = compose_config(
+        "dataset=musique", f"dataset.path={path}", f"index_root={index_root}", f"out={tmp_path}"
+    )
+    assert [d.name for d in config.dataset_configs()] == ["musique"]
+    results = evaluate.run(config)
+    assert list(results["datasets"]) == ["musique"]
+    written = json.loads((tmp_path / "musique" / "results.json").read_text())
+    assert written["config"]["dataset"]["path"] == str(path)
+    assert "overall (macro)" not in (tmp_path / "results.md").read_text()
