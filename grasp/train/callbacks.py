@@ -10,9 +10,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from grasp.train.metrics_log import METRICS_FILE, read_metrics
 from grasp.train.rollout_adapter import RolloutStats
 
-METRICS_FILE = "metrics.jsonl"
+__all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
 
 
 class MetricsFileCallback(TrainerCallback):
@@ -60,16 +61,3 @@ class TrajectorySampleCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.every > 0 and state.global_step % self.every == 0 and state.is_world_process_zero:
             self.sample(state.global_step)
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of ``metrics.jsonl``; after a resume, the last record of each step wins."""
-    path = run_dir / METRICS_FILE
-    if not path.exists():
-        return []
-    by_key: dict[tuple[int, bool], dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            by_key[(record["step"], "train_runtime" in record)] = record
-    return [by_key[k] for k in sorted(by_key)]

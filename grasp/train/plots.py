@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grasp.train.callbacks import read_metrics
+from grasp.train.metrics_log import read_metrics
 
 PANELS = (
     (

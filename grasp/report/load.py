@@ -1,0 +1,300 @@
+"""Read a run directory (scripts/train.py) or an evaluation directory (scripts/evaluate.py).
+
+A training run directory holds ``config.json``, ``metrics.jsonl``, ``trajectories/step_N.jsonl``,
+``eval_before/`` and ``eval_after/`` (each ``results.json`` + ``trajectories.jsonl``) and a
+top-level ``results.json``; an evaluation directory holds ``results.json`` and
+``trajectories.jsonl``. ``load_run`` reads whichever is there into plain structures, and
+notes each missing part instead of failing on it:
+
+    run = load_run(Path("runs/cpu_smoke"))
+    run.metrics                      # metrics.jsonl records of training steps
+    run.evaluations[-1].results      # eval_after/results.json
+    series(run.metrics, "reward/total")
+
+The helpers below derive what a report shows from those structures: metric series, each
+episode's outcome, and recall by number of turns used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grasp.metrics import all_gold_found, paragraph_recall
+from grasp.rollout.trajectory import Trajectory
+from grasp.train.metrics_log import METRICS_FILE, read_metrics
+from grasp.types import StrEnum
+
+RESULTS_FILE = "results.json"
+TRAJECTORIES_FILE = "trajectories.jsonl"
+CONFIG_FILE = "config.json"
+EVALUATION_FOLDERS = (("eval_before", "before training"), ("eval_after", "after training"))
+"""A training run's evaluation folders, in report order, with their labels."""
+_STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
+
+
+class RunDirectoryError(ValueError):
+    """A run directory that cannot be read; the message names the file at fault."""
+
+
+class RunKind(StrEnum):
+    TRAINING = "training"
+    """scripts/train.py output: metrics, trajectory samples, evaluations before and after."""
+    EVALUATION = "evaluation"
+    """scripts/evaluate.py output: one results.json and its trajectories."""
+
+
+class Outcome(StrEnum):
+    """How an episode ended, as the trajectory viewer filters it."""
+
+    CORRECT = "correct"
+    """Exact match with a gold answer."""
+    PARTIAL = "partial"
+    """An answer with token F1 above 0 but no exact match."""
+    WRONG = "wrong"
+    """An answer with F1 0."""
+    NO_ANSWER = "no_answer"
+    """The episode stopped without an answer (turn or token budget, generation error)."""
+
+
+@dataclass
+class TrajectorySet:
+    """Trajectories written together: one evaluation, or one step's training sample."""
+
+    key: str
+    """eval_before, eval_after, evaluation, or step_N."""
+    label: str
+    """How the report names the set."""
+    trajectories: list[Trajectory]
+    results: dict[str, Any] | None = None
+    """The evaluation's results.json; None for training samples."""
+
+
+@dataclass
+class RunData:
+    """Everything a report shows, read from one directory."""
+
+    path: Path
+    kind: RunKind
+    config: dict[str, Any] | None
+    """config.json (the resolved configuration), when present."""
+    results: dict[str, Any] | None
+    """A training run's top-level results.json (experiment, steps, before, after, delta)."""
+    metrics: list[dict[str, Any]]
+    """metrics.jsonl records of training steps (those with reward/total), by step."""
+    evaluations: list[TrajectorySet]
+    """Before and after training, or the one evaluation of an evaluation directory."""
+    samples: list[TrajectorySet]
+    """The fixed question sample rolled out during training, by step."""
+    notes: list[str] = field(default_factory=list)
+    """What the directory lacks (the report omits those parts and says so)."""
+
+    @property
+    def trajectory_sets(self) -> list[TrajectorySet]:
+        """Evaluations last-first (after training first), then training samples by step."""
+        return list(reversed(self.evaluations)) + self.samples
+
+    @property
+    def recall_sets(self) -> list[TrajectorySet]:
+        """What recall by turns is counted over: the evaluations, else the training samples."""
+        evaluations = [s for s in self.evaluations if s.trajectories]
+        return evaluations or [s for s in self.samples if s.trajectories]
+
+    @property
+    def title(self) -> str:
+        experiment = (self.results or {}).get("experiment") or (self.config or {}).get("experiment")
+        return f"{experiment} ({self.path.name})" if experiment else self.path.name
+
+
+def load_run(path: Path) -> RunData:
+    """Read a training run directory or an evaluation directory at ``path``."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunDirectoryError(f"{path} is not a directory")
+    training = (path / METRICS_FILE).exists() or any(
+        (path / name).is_dir() for name, _ in EVALUATION_FOLDERS
+    )
+    if training:
+        return _load_training(path)
+    if (path / RESULTS_FILE).exists() or (path / TRAJECTORIES_FILE).exists():
+        return _load_evaluation(path)
+    raise RunDirectoryError(
+        f"{path} is neither a training run directory ({METRICS_FILE}, eval_before/, eval_after/) "
+        f"nor an evaluation directory ({RESULTS_FILE}, {TRAJECTORIES_FILE})"
+    )
+
+
+def _load_training(path: Path) -> RunData:
+    notes = []
+    try:
+        records = read_metrics(path)
+    except (json.JSONDecodeError, KeyError) as error:
+        raise RunDirectoryError(f"{path / METRICS_FILE}: unreadable record ({error})") from error
+    metrics = [r for r in records if "reward/total" in r]
+    if not metrics:
+        notes.append(f"no training steps in {METRICS_FILE}: training curves omitted")
+    evaluations = []
+    for name, label in EVALUATION_FOLDERS:
+        folder = path / name
+        if folder.is_dir():
+            evaluations.append(_evaluation_set(folder, name, label, notes))
+        else:
+            notes.append(f"no {name}/: the evaluation {label} is omitted")
+    steps = {}
+    for step_file in (path / "trajectories").glob("step_*.jsonl"):
+        match = _STEP_FILE.search(step_file.name)
+        if match:
+            steps[int(match.group(1))] = step_file
+    samples = [
+        TrajectorySet(f"step_{step}", f"sample at step {step}", read_trajectory_file(steps[step]))
+        for step in sorted(steps)
+    ]
+    if not samples:
+        notes.append("no trajectories/step_*.jsonl: no training samples to show")
+    return RunData(
+        path=path,
+        kind=RunKind.TRAINING,
+        config=_read_json(path / CONFIG_FILE),
+        results=_read_json(path / RESULTS_FILE),
+        metrics=metrics,
+        evaluations=evaluations,
+        samples=samples,
+        notes=notes,
+    )
+
+
+def _load_evaluation(path: Path) -> RunData:
+    notes: list[str] = []
+    evaluation = _evaluation_set(path, "evaluation", "evaluation", notes)
+    notes.append(f"an evaluation directory (no {METRICS_FILE}): training curves omitted")
+    return RunData(
+        path=path,
+        kind=RunKind.EVALUATION,
+        config=_read_json(path / CONFIG_FILE),
+        results=None,
+        metrics=[],
+        evaluations=[evaluation],
+        samples=[],
+        notes=notes,
+    )
+
+
+def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> TrajectorySet:
+    results = _read_json(folder / RESULTS_FILE)
+    if results is None:
+        notes.append(f"no {folder.name}/{RESULTS_FILE}: its results table is omitted")
+    trajectories: list[Trajectory] = []
+    if (folder / TRAJECTORIES_FILE).exists():
+        trajectories = read_trajectory_file(folder / TRAJECTORIES_FILE)
+    else:
+        notes.append(f"no {folder.name}/{TRAJECTORIES_FILE}: its trajectories are omitted")
+    return TrajectorySet(key, label, trajectories, results)
+
+
+def read_trajectory_file(path: Path) -> list[Trajectory]:
+    """Trajectories of a JSONL file; a bad line raises RunDirectoryError naming file and line."""
+    trajectories = []
+    with path.open() as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                trajectories.append(Trajectory.from_json(json.loads(line)))
+            except (json.JSONDecodeError, TypeError) as error:
+                raise RunDirectoryError(
+                    f"{path} line {number}: not a trajectory ({error})"
+                ) from error
+    return trajectories
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise RunDirectoryError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise RunDirectoryError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+@dataclass
+class Series:
+    """One metric over training steps (steps where it was not logged are left out)."""
+
+    key: str
+    steps: list[int]
+    values: list[float]
+
+
+def series(metrics: Sequence[dict[str, Any]], key: str) -> Series:
+    points = [(r["step"], float(r[key])) for r in metrics if r.get(key) is not None]
+    return Series(key, [s for s, _ in points], [v for _, v in points])
+
+
+def metric_keys(metrics: Sequence[dict[str, Any]], prefix: str, suffix: str = "") -> list[str]:
+    """Logged keys that start with ``prefix`` and end with ``suffix``, in first-seen order."""
+    keys: dict[str, None] = {}
+    for record in metrics:
+        for key in record:
+            if key.startswith(prefix) and key.endswith(suffix):
+                keys[key] = None
+    return list(keys)
+
+
+def outcome(trajectory: Trajectory) -> Outcome:
+    if trajectory.answer is None or not trajectory.answer.strip():
+        return Outcome.NO_ANSWER
+    if trajectory.reward.get("answer/em", 0.0) >= 1.0:
+        return Outcome.CORRECT
+    if trajectory.reward.get("answer/f1", 0.0) > 0.0:
+        return Outcome.PARTIAL
+    return Outcome.WRONG
+
+
+def parse_errors(trajectory: Trajectory) -> int:
+    """Turns whose text did not parse as a tool call (refused valid calls not counted)."""
+    return sum(1 for turn in trajectory.turns if turn["error"] and turn["error"] != "invalid_call")
+
+
+def recall(trajectory: Trajectory) -> float:
+    """Share of gold paragraphs the episode found with any tool (results.json's recall)."""
+    return paragraph_recall(trajectory.retrieved_paragraph_ids, set(trajectory.gold_paragraph_ids))
+
+
+@dataclass
+class TurnsRecall:
+    """Episodes that used the same number of turns, and what they found."""
+
+    turns_used: int
+    episodes: int
+    recall: float
+    """Mean share of gold paragraphs found."""
+    all_gold: float
+    """Share of episodes that found every gold paragraph."""
+
+
+def recall_by_turns(trajectories: Sequence[Trajectory]) -> list[TurnsRecall]:
+    """Mean recall of the episodes grouped by turns used, fewest turns first."""
+    groups: dict[int, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        groups.setdefault(trajectory.turns_used, []).append(trajectory)
+    rows = []
+    for turns_used in sorted(groups):
+        group = groups[turns_used]
+        gold = [set(t.gold_paragraph_ids) for t in group]
+        found = [t.retrieved_paragraph_ids for t in group]
+        rows.append(
+            TurnsRecall(
+                turns_used=turns_used,
+                episodes=len(group),
+                recall=sum(map(paragraph_recall, found, gold)) / len(group),
+                all_gold=sum(map(all_gold_found, found, gold)) / len(group),
+            )
+        )
+    return rows

@@ -1,0 +1,220 @@
+"""The report's tables: evaluation results side by side, and the run's key settings.
+
+Rows come from results.json as ``grasp.eval.summary.summarize`` writes it; a key one
+evaluation lacks is shown as 0 where its absence means none (tool calls, stop reasons) and
+left blank otherwise.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grasp.report.load import RunData, TrajectorySet
+
+
+@dataclass
+class ResultRow:
+    """One line of the results table."""
+
+    label: str
+    values: list[float | None]
+    """One per evaluation, None where its results.json lacks the key."""
+    intervals: list[dict[str, float] | None]
+    """95% interval ({mean, low, high}) per evaluation, where results.json gives one."""
+    digits: int = 3
+
+
+@dataclass
+class ResultGroup:
+    title: str
+    rows: list[ResultRow]
+
+
+def _get(results: dict[str, Any], *path: str) -> Any:
+    value: Any = results
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _row(
+    results: Sequence[dict[str, Any]],
+    label: str,
+    value: Callable[[dict[str, Any]], Any],
+    interval: Callable[[dict[str, Any]], Any] = lambda r: None,
+    digits: int = 3,
+) -> ResultRow:
+    return ResultRow(label, [value(r) for r in results], [interval(r) for r in results], digits)
+
+
+def _union(results: Sequence[dict[str, Any]], key: str) -> list[str]:
+    """Keys of the ``key`` mapping in any evaluation, in first-seen order."""
+    keys: dict[str, None] = {}
+    for r in results:
+        keys.update(dict.fromkeys(r.get(key) or {}))
+    return list(keys)
+
+
+def result_groups(results: Sequence[dict[str, Any]]) -> list[ResultGroup]:
+    """The results table's rows, grouped; one value per evaluation in each row."""
+    answers = [
+        _row(results, label, lambda r, k=key: r.get(k), lambda r, k=key: _get(r, "ci", k))
+        for label, key in (("EM", "em"), ("F1", "f1"), ("recall", "recall"))
+    ]
+    answers += [
+        _row(results, "recall, all gold found", lambda r: r.get("recall_all_gold")),
+        _row(results, "read recall", lambda r: r.get("read_recall")),
+    ]
+    rewards = [
+        _row(
+            results,
+            key,
+            lambda r, k=key: _get(r, "reward", k),
+            lambda r, k=key: _get(r, "reward_ci", k),
+        )
+        for key in _union(results, "reward")
+    ]
+    tools = [
+        _row(results, name, lambda r, k=name: (r.get("tool_calls_per_episode") or {}).get(k, 0.0))
+        for name in _union(results, "tool_calls_per_episode")
+    ]
+    tools += [
+        _row(results, "parse error rate (per turn)", lambda r: r.get("parse_error_rate")),
+        _row(results, "invalid call rate (per turn)", lambda r: r.get("invalid_call_rate")),
+    ]
+    stops = [
+        _row(results, reason, lambda r, k=reason: (r.get("stop_reasons") or {}).get(k, 0.0))
+        for reason in _union(results, "stop_reasons")
+    ]
+    cost = [
+        _row(results, "turns per episode", lambda r: r.get("turns_per_episode"), digits=2),
+        _row(
+            results,
+            "generated tokens per episode",
+            lambda r: r.get("generated_tokens_per_episode"),
+            digits=1,
+        ),
+        _row(
+            results,
+            "prompt tokens per episode",
+            lambda r: r.get("prompt_tokens_per_episode"),
+            digits=1,
+        ),
+        _row(
+            results,
+            "wall time per question (s)",
+            lambda r: r.get("wall_time_per_question_s"),
+            digits=2,
+        ),
+        _row(results, "episodes", lambda r: r.get("episodes"), digits=0),
+    ]
+    groups = [
+        ResultGroup("answers and retrieval", answers),
+        ResultGroup("reward", rewards),
+        ResultGroup("tool calls per episode, refused turns", tools),
+        ResultGroup("stop reasons (share of episodes)", stops),
+        ResultGroup("cost", cost),
+    ]
+    return [g for g in groups if g.rows]
+
+
+def _cell(value: float | None, interval: dict[str, float] | None, digits: int) -> str:
+    if value is None:
+        return "<td></td>"
+    text = f"{float(value):.{digits}f}"
+    if interval and "low" in interval and "high" in interval:
+        text += (
+            f'<span class="ci">[{interval["low"]:.{digits}f}, {interval["high"]:.{digits}f}]</span>'
+        )
+    return f"<td>{text}</td>"
+
+
+def _delta(values: Sequence[float | None], digits: int) -> str:
+    before, after = values
+    if before is None or after is None:
+        return "<td></td>"
+    change = float(after) - float(before)
+    if change == 0:
+        return f"<td>{change:+.{digits}f}</td>"
+    css = "delta-pos" if change > 0 else "delta-neg"
+    return f'<td class="{css}">{change:+.{digits}f}</td>'
+
+
+def results_table(evaluations: Sequence[TrajectorySet]) -> str:
+    """The HTML table of ``evaluations`` (each with results), plus after - before for two."""
+    results = [e.results or {} for e in evaluations]
+    with_delta = len(evaluations) == 2
+    head = "".join(f"<th>{html.escape(e.label)}</th>" for e in evaluations)
+    if with_delta:
+        head += (
+            f"<th>{html.escape(evaluations[1].label)} − {html.escape(evaluations[0].label)}</th>"
+        )
+    columns = len(evaluations) + 1 + with_delta
+    body = []
+    for group in result_groups(results):
+        body.append(
+            f'<tr class="group"><td colspan="{columns}">{html.escape(group.title)}</td></tr>'
+        )
+        for row in group.rows:
+            cells = "".join(
+                _cell(v, i, row.digits) for v, i in zip(row.values, row.intervals, strict=True)
+            )
+            if with_delta:
+                cells += _delta(row.values, row.digits)
+            body.append(f"<tr><td>{html.escape(row.label)}</td>{cells}</tr>")
+    return (
+        f'<table class="results"><thead><tr><th></th>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+FACTS = (
+    ("experiment", ("experiment",)),
+    ("dataset", ("dataset",)),
+    ("dataset", ("dataset", "name")),
+    ("split", ("split",)),
+    ("evaluation split", ("eval_split",)),
+    ("model", ("model", "name")),
+    ("policy", ("policy", "kind")),
+    ("tools", ("env", "tools")),
+    ("top-K", ("env", "top_k")),
+    ("turn budget", ("env", "turn_budget")),
+    ("GRPO steps (configured)", ("grpo", "max_steps")),
+    ("questions per step", ("grpo", "questions_per_step")),
+    ("samples per question (G)", ("grpo", "num_generations")),
+    ("learning rate", ("grpo", "learning_rate")),
+)
+"""Settings the overview lists, by their path in config.json (absent ones are skipped)."""
+
+
+def config_facts(run: RunData) -> list[tuple[str, str]]:
+    """(label, text) pairs of the run's key settings and sizes, from config and results."""
+    config = run.config or {}
+    facts = []
+    for label, path in FACTS:
+        value = _get(config, *path)
+        if value is None or isinstance(value, dict):
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        facts.append((label, str(value)))
+    policy = config.get("policy") if isinstance(config.get("policy"), dict) else {}
+    if policy.get("kind") in ("hf", "vllm"):
+        facts.append(("policy model", str(_get(policy, "model", "name"))))
+    elif policy.get("kind") == "openai":
+        facts.append(("policy model", str(policy.get("served_model"))))
+    results = run.results or {}
+    for label, key in (
+        ("training data", "data"),
+        ("training questions", "train_questions"),
+        ("evaluation questions", "eval_questions"),
+        ("steps trained", "steps"),
+    ):
+        if results.get(key) is not None:
+            facts.append((label, str(results[key])))
+    return facts
