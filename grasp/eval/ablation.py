@@ -1,0 +1,435 @@
+"""Ablation study: which variants a sweep trains, and one comparison table of their results.
+
+``scripts/ablate.py`` trains every variant into ``<sweep_dir>/<variant>/`` (a run directory
+of ``scripts/train.py``). This module reads those folders back and compares each variant's
+evaluation after training with the matched full run (``none``) of the same sweep, the way the
+paper's ablations compare against their own reference run rather than the main result::
+
+    from grasp.eval.ablation import write_comparison
+    write_comparison(Path("runs/ablate/cpu_smoke"), ["none", "no_read", "no_rr"])
+
+writes ``comparison.json`` (every value, its delta against the full run and its 95% bootstrap
+interval where the evaluation has one) and ``comparison.md`` (the same as tables). A variant
+that never ran, is still running or failed is a row that says so, never a dropped row.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grasp.types import StrEnum, ToolName, parse_enum
+
+
+class Ablation(StrEnum):
+    """The variants of the ablation study: one ``configs/ablation/<name>.yaml`` each."""
+
+    NONE = "none"
+    NO_READ = "no_read"
+    NO_SEMANTIC = "no_semantic"
+    NO_KEYWORD = "no_keyword"
+    NO_RR = "no_rr"
+    NO_RS = "no_rs"
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Ablation.NONE: "full",
+    Ablation.NO_READ: "no read_paragraph",
+    Ablation.NO_SEMANTIC: "no semantic_search",
+    Ablation.NO_KEYWORD: "no keyword_search",
+    Ablation.NO_RR: "no R_R (alpha=0)",
+    Ablation.NO_RS: "no R_S (beta=0)",
+}
+
+REFERENCE = Ablation.NONE
+"""The full model: every other variant's deltas are taken against this run of the same sweep."""
+
+ABLATION_FIELDS = ("env.tools", "rollout.reward.alpha", "rollout.reward.beta")
+"""The configuration keys that ``configs/ablation/*.yaml`` change (besides run_dir). A variant
+that differs from its reference in anything else (seed, data, model, step budget, evaluation
+questions...) is not matched, except in ``UNCOMPARED_FIELDS``."""
+UNCOMPARED_FIELDS = (
+    "run_dir",
+    "wandb",
+    "index.remote_url",
+    "index.remote_timeout_s",
+    "index.remote_retries",
+)
+"""Where a run is written and logged, and where the same index is searched from."""
+
+RESULTS_FILE = "results.json"
+CONFIG_FILE = "config.json"
+FAILED_FILE = "failed.json"
+"""Written in a variant's run folder when its training failed; removed when it is retried."""
+
+
+class VariantStatus(StrEnum):
+    """Where a variant's run stands."""
+
+    FINISHED = "finished"
+    """results.json is written."""
+    UNFINISHED = "unfinished"
+    """Training started (config.json) but has not written results.json: running or interrupted."""
+    FAILED = "failed"
+    """The last attempt failed (failed.json says how)."""
+    MISSING = "missing"
+    """Never started."""
+
+
+def sweep_variants(variants: Iterable[str]) -> list[Ablation]:
+    """The variants a sweep trains: the reference first, then ``variants`` in study order.
+
+    The reference is always included: deltas are only meaningful against the full run of the
+    same sweep, and a finished one costs nothing (it is skipped).
+    """
+    wanted = {parse_enum(Ablation, v, "variants") for v in variants}
+    return [REFERENCE] + [a for a in Ablation if a in wanted and a is not REFERENCE]
+
+
+# --- runs of one variant -----------------------------------------------------------------
+
+
+def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
+    """True when ``run_dir`` holds a finished run of exactly the configuration ``resolved``.
+
+    Finished means results.json covers the configured step budget and no later attempt
+    failed; a different configuration is never finished (the trainer decides whether it can
+    resume it or must refuse).
+    """
+    config_file, results_file = run_dir / CONFIG_FILE, run_dir / RESULTS_FILE
+    if (run_dir / FAILED_FILE).exists() or not results_file.exists() or not config_file.exists():
+        return False
+    if _read_json(config_file) != json.loads(json.dumps(resolved, default=str)):
+        return False
+    steps = _read_json(results_file).get("steps", 0)
+    return steps >= resolved["grpo"]["max_steps"]
+
+
+def record_failure(run_dir: Path, error: str | BaseException) -> Path:
+    """Write ``failed.json`` (the error, and its traceback for an exception) in ``run_dir``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"error": str(error)}
+    if isinstance(error, BaseException):
+        record["error"] = f"{type(error).__name__}: {error}"
+        record["traceback"] = "".join(traceback.format_exception(error))
+    path = run_dir / FAILED_FILE
+    path.write_text(json.dumps(record, indent=2))
+    return path
+
+
+def clear_failure(run_dir: Path) -> None:
+    """Forget an earlier failure before the variant is tried again."""
+    (run_dir / FAILED_FILE).unlink(missing_ok=True)
+
+
+# --- reading a sweep -----------------------------------------------------------------------
+
+
+@dataclass
+class VariantRun:
+    """One variant's run folder, as read back after the sweep."""
+
+    variant: Ablation
+    run_dir: Path
+    status: VariantStatus
+    after: dict[str, Any] | None = None
+    """The evaluation after training (results.json "after"), for a finished run."""
+    steps: int | None = None
+    """Optimizer steps the finished run took."""
+    config: dict[str, Any] | None = None
+    """The run's resolved configuration (config.json), once training started."""
+    error: str | None = None
+    """What failed, for a failed run."""
+
+
+AFTER_KEYS = ("em", "f1", "recall", "read_recall", "reward", "tool_calls_per_episode")
+"""Keys of an evaluation that the comparison reads; a results.json without them is refused."""
+
+
+def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
+    """Read ``<sweep_dir>/<variant>``; raise ValueError naming the file if it is malformed."""
+    run_dir = sweep_dir / str(variant)
+    config = _read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).exists() else None
+    if (run_dir / FAILED_FILE).exists():
+        error = _read_json(run_dir / FAILED_FILE).get("error", "unknown error")
+        return VariantRun(variant, run_dir, VariantStatus.FAILED, config=config, error=error)
+    if (run_dir / RESULTS_FILE).exists():
+        results = _read_json(run_dir / RESULTS_FILE)
+        after = results.get("after")
+        if not isinstance(after, dict):
+            raise ValueError(f"{run_dir / RESULTS_FILE}: no 'after' evaluation")
+        absent = [k for k in AFTER_KEYS if k not in after]
+        if absent:
+            raise ValueError(f"{run_dir / RESULTS_FILE}: 'after' lacks {absent}")
+        steps = results.get("steps")
+        return VariantRun(variant, run_dir, VariantStatus.FINISHED, after, steps, config)
+    status = VariantStatus.UNFINISHED if config is not None else VariantStatus.MISSING
+    return VariantRun(variant, run_dir, status, config=config)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
+
+
+# --- the comparison ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """One compared quantity."""
+
+    key: str
+    """Key of the value in each row's metrics (``em``, ``reward/R_A``, ``tool_calls/answer``)."""
+    label: str
+    """Header in comparison.md."""
+    group: str
+    """Which table of comparison.md shows it."""
+
+
+GROUPS = ("Answers and retrieval", "Reward", "Tool calls per episode")
+FULL_WEIGHTS_TOTAL = "reward/total_at_full_weights"
+"""The reward recomputed with the full run's weights: comparable across reward ablations,
+whose own ``reward/total`` leaves out the term they switch off."""
+_TERM_WEIGHTS = {
+    "reward/R_A": None,
+    "reward/R_R": "alpha",
+    "reward/R_S": "beta",
+    "reward/R_E": "gamma",
+    "reward/R_F": "delta",
+}
+
+
+def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
+    """The compared quantities: fixed answer metrics, then the reward terms and the tools that
+    any finished variant reports (a term or tool none of them has is left out)."""
+    finished = [r.after for r in runs if r.after is not None]
+    columns = [
+        Column("em", "EM", GROUPS[0]),
+        Column("f1", "F1", GROUPS[0]),
+        Column("recall", "recall", GROUPS[0]),
+        Column("read_recall", "read recall", GROUPS[0]),
+        Column("reward/total", "R (own weights)", GROUPS[1]),
+        Column(FULL_WEIGHTS_TOTAL, "R (full weights)", GROUPS[1]),
+    ]
+    terms = {k for after in finished for k in after["reward"] if k != "reward/total"}
+    for term in [*_TERM_WEIGHTS, *sorted(terms - set(_TERM_WEIGHTS))]:
+        if term in terms:
+            columns.append(Column(term, term.removeprefix("reward/"), GROUPS[1]))
+    tools = {k for after in finished for k in after["tool_calls_per_episode"]}
+    # Tools a variant offered but never called validly still get a column (0 calls).
+    tools |= {str(t) for r in runs if r.config for t in r.config.get("env", {}).get("tools", [])}
+    known = [str(t) for t in ToolName]
+    for tool in [*known, *sorted(tools - set(known))]:
+        if tool in tools:
+            columns.append(Column(f"tool_calls/{tool}", tool, GROUPS[2]))
+    columns.append(Column("tool_calls/total", "total", GROUPS[2]))
+    return columns
+
+
+def _values(after: dict[str, Any], reference_config: dict[str, Any] | None) -> dict[str, Any]:
+    """Every compared value of one evaluation, and its bootstrap interval where there is one."""
+    values: dict[str, Any] = {k: after[k] for k in ("em", "f1", "recall", "read_recall")}
+    values.update(after["reward"])
+    values[FULL_WEIGHTS_TOTAL] = _total_at(after["reward"], reference_config)
+    calls = after["tool_calls_per_episode"]
+    values.update({f"tool_calls/{tool}": n for tool, n in calls.items()})
+    values["tool_calls/total"] = float(sum(calls.values()))
+    intervals = {**after.get("ci", {}), **after.get("reward_ci", {})}
+    return {"values": values, "ci": {k: [v["low"], v["high"]] for k, v in intervals.items()}}
+
+
+def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) -> float | None:
+    """The weighted sum of the term means with the reference's weights (the total is linear
+    in the terms, so this is the mean reward the episodes would have had under them)."""
+    if reference_config is None:
+        return None
+    weights = reference_config.get("rollout", {}).get("reward", {})
+    total = 0.0
+    for term, weight_name in _TERM_WEIGHTS.items():
+        weight = 1.0 if weight_name is None else weights.get(weight_name)
+        if weight is None or (weight and term not in terms):
+            return None
+        if weight:
+            total += weight * terms[term]
+    return total
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}{key}."))
+    return flat
+
+
+def config_differences(config: dict[str, Any], reference: dict[str, Any]) -> list[str]:
+    """Keys (dotted) whose values differ between two resolved run configurations."""
+    a, b = _flatten(config), _flatten(reference)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def _mismatch(run: VariantRun, reference: VariantRun) -> list[str]:
+    """What makes ``run`` not matched to the reference: configuration keys outside the
+    ablation's own fields, and a different number of steps taken."""
+    if run.config is None or reference.config is None:
+        return []
+    exempt = (*ABLATION_FIELDS, *UNCOMPARED_FIELDS)
+    found = [k for k in config_differences(run.config, reference.config) if k not in exempt]
+    if run.steps is not None and reference.steps is not None and run.steps != reference.steps:
+        found.append("steps")
+    return found
+
+
+@dataclass
+class Comparison:
+    """The comparison table: ``as_json()`` is comparison.json, ``markdown()`` comparison.md."""
+
+    sweep_dir: Path
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(row["status"] == VariantStatus.FINISHED for row in self.rows)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "sweep_dir": str(self.sweep_dir),
+            "reference": str(REFERENCE),
+            "complete": self.complete,
+            "columns": [vars(c) for c in self.columns],
+            "rows": self.rows,
+        }
+
+    def markdown(self) -> str:
+        return render_markdown(self)
+
+
+def compare(sweep_dir: Path, variants: Iterable[str]) -> Comparison:
+    """Read the sweep's variants (the reference first) and build the comparison.
+
+    Each row holds, per column, ``value``, ``delta`` (value minus the reference's; None when
+    either is missing) and ``ci`` (``[low, high]``, the 95% bootstrap interval of the value,
+    where the evaluation computed one).
+    """
+    runs = [read_variant(sweep_dir, v) for v in sweep_variants(variants)]
+    reference = runs[0]
+    columns = columns_for(runs)
+    cells = {
+        r.variant: _values(r.after, reference.config) if r.after is not None else None for r in runs
+    }
+    comparison = Comparison(sweep_dir, columns)
+    for run in runs:
+        metrics = {}
+        for column in columns:
+            metrics[column.key] = _cell(column.key, cells[run.variant], cells[REFERENCE])
+        comparison.rows.append(
+            {
+                "variant": str(run.variant),
+                "label": run.variant.label,
+                "status": str(run.status),
+                "run_dir": str(run.run_dir),
+                "steps": run.steps,
+                "eval_questions": run.after.get("questions") if run.after else None,
+                "mismatch": _mismatch(run, reference),
+                "error": run.error,
+                "metrics": metrics,
+            }
+        )
+    return comparison
+
+
+def _cell(key: str, cell: dict | None, reference: dict | None) -> dict[str, Any]:
+    """One row's entry for one column: value, delta against the reference, interval."""
+    if cell is None:
+        return {"value": None, "delta": None, "ci": None}
+    # A tool the variant never called was called 0 times per episode (not unknown).
+    default = 0.0 if key.startswith("tool_calls/") else None
+    value = cell["values"].get(key, default)
+    base = reference["values"].get(key, default) if reference is not None else None
+    delta = value - base if value is not None and base is not None else None
+    return {"value": value, "delta": delta, "ci": cell["ci"].get(key)}
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """comparison.md: a runs table, then one table per group of columns."""
+    rows = comparison.rows
+    lines = [
+        f"# Ablations: {comparison.sweep_dir}",
+        "",
+        "Evaluation after training of every variant; each cell is the value, its 95% bootstrap "
+        f"interval where there is one, and (in parentheses) the difference from the full run "
+        f"(`{REFERENCE}`) of this sweep.",
+        "",
+        "| variant | status | steps | eval questions | note |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        note = row["error"] or ""
+        if row["mismatch"]:
+            note = f"not matched: differs from the full run in {', '.join(row['mismatch'])}"
+        steps = "" if row["steps"] is None else str(row["steps"])
+        questions = "" if row["eval_questions"] is None else str(row["eval_questions"])
+        lines.append(
+            f"| {_name(row)} | {row['status']} | {steps} | {questions} | {_escape(note)} |"
+        )
+    for group in GROUPS:
+        columns = [c for c in comparison.columns if c.group == group]
+        lines += ["", f"## {group}", ""]
+        lines.append("| variant | " + " | ".join(c.label for c in columns) + " |")
+        lines.append("|---" * (len(columns) + 1) + "|")
+        for row in rows:
+            cells = [_format_cell(row["metrics"][c.key], row["variant"]) for c in columns]
+            lines.append(f"| {_name(row)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _name(row: dict[str, Any]) -> str:
+    return f"{row['label']} (`{row['variant']}`)"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _format_cell(cell: dict[str, Any], variant: str) -> str:
+    if cell["value"] is None:
+        return "—"
+    text = f"{cell['value']:.3f}"
+    if cell["ci"] is not None:
+        text += f" [{cell['ci'][0]:.3f}, {cell['ci'][1]:.3f}]"
+    if variant != REFERENCE and cell["delta"] is not None:
+        text += f" ({cell['delta']:+.3f})"
+    return text
+
+
+@dataclass
+class ComparisonFiles:
+    comparison: Comparison
+    json_path: Path
+    markdown_path: Path
+
+
+def write_comparison(sweep_dir: Path, variants: Iterable[str]) -> ComparisonFiles:
+    """Compare the sweep's variants; write comparison.json and comparison.md in ``sweep_dir``."""
+    comparison = compare(sweep_dir, variants)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    json_path, markdown_path = sweep_dir / "comparison.json", sweep_dir / "comparison.md"
+    json_path.write_text(json.dumps(comparison.as_json(), indent=2))
+    markdown_path.write_text(comparison.markdown())
+    return ComparisonFiles(comparison, json_path, markdown_path)

@@ -1,0 +1,264 @@
+"""The ablation comparison on hand-written run folders: exact deltas, missing variants, matching.
+
+Values are sums of powers of two, so every delta below is exact in floating point.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grasp.eval.ablation import (
+    FULL_WEIGHTS_TOTAL,
+    Ablation,
+    VariantStatus,
+    clear_failure,
+    compare,
+    is_finished,
+    record_failure,
+    sweep_variants,
+    write_comparison,
+)
+
+WEIGHTS = {"alpha": 0.7, "beta": 0.15, "gamma": 0.15, "delta": 0.5, "threshold": 0.5}
+ALL_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]
+
+
+def run_config(run_dir: Path, tools=ALL_TOOLS, seed=0, max_steps=4, **reward) -> dict:
+    return {
+        "experiment": "cpu_smoke",
+        "eval_questions": 8,
+        "run_dir": str(run_dir),
+        "env": {"tools": list(tools), "top_k": 3},
+        "grpo": {"seed": seed, "max_steps": max_steps},
+        "rollout": {"reward": {**WEIGHTS, **reward}},
+    }
+
+
+def interval(low: float, high: float) -> dict:
+    return {"mean": (low + high) / 2, "low": low, "high": high, "n": 8}
+
+
+def write_run(sweep: Path, variant: str, config: dict, after: dict, steps: int = 4) -> Path:
+    run_dir = sweep / variant
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(config))
+    results = {"experiment": "cpu_smoke", "steps": steps, "after": after}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    return run_dir
+
+
+def evaluation(em, f1, recall, read_recall, terms, calls, total) -> dict:
+    reward = {f"reward/{k}": v for k, v in terms.items()} | {"reward/total": total}
+    return {
+        "em": em,
+        "f1": f1,
+        "recall": recall,
+        "read_recall": read_recall,
+        "ci": {"em": interval(0.0, 0.75), "f1": interval(0.125, 0.875)},
+        "reward": reward,
+        "reward_ci": {"reward/total": interval(0.5, 1.5)},
+        "tool_calls_per_episode": calls,
+        "questions": 8,
+    }
+
+
+FULL = evaluation(
+    0.5,
+    0.625,
+    0.75,
+    0.5,
+    {"R_A": 0.625, "R_R": 0.5, "R_S": 0.25, "R_E": 0.5, "R_F": 1.0},
+    {"semantic_search": 1.0, "keyword_search": 0.5, "read_paragraph": 1.5, "answer": 1.0},
+    total=1.5,
+)
+NO_READ = evaluation(
+    0.25,
+    0.375,
+    0.75,
+    0.25,
+    {"R_A": 0.375, "R_R": 0.25, "R_S": 0.5, "R_E": 0.25, "R_F": 0.75},
+    {"semantic_search": 2.0, "keyword_search": 1.0, "answer": 0.75},
+    total=1.0,
+)
+NO_RR = evaluation(
+    0.5,
+    0.75,
+    0.5,
+    0.0,
+    {"R_A": 0.75, "R_R": 0.0, "R_S": 0.5, "R_E": 0.5, "R_F": 1.0},
+    {"semantic_search": 1.0, "keyword_search": 1.0, "answer": 1.0},
+    total=1.25,
+)
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    sweep = tmp_path / "sweep"
+    write_run(sweep, "none", run_config(sweep / "none"), FULL)
+    no_read_tools = ["semantic_search", "keyword_search", "answer"]
+    write_run(sweep, "no_read", run_config(sweep / "no_read", no_read_tools), NO_READ)
+    write_run(sweep, "no_rr", run_config(sweep / "no_rr", alpha=0.0), NO_RR)
+    return sweep
+
+
+def rows_by_variant(comparison) -> dict[str, dict]:
+    return {row["variant"]: row for row in comparison.rows}
+
+
+def test_deltas_against_the_full_run_are_exact(sweep):
+    rows = rows_by_variant(compare(sweep, ["no_read", "no_rr"]))
+    assert list(rows) == ["none", "no_read", "no_rr"]
+    no_read = rows["no_read"]["metrics"]
+    expected = {
+        "em": (0.25, -0.25),
+        "f1": (0.375, -0.25),
+        "recall": (0.75, 0.0),
+        "read_recall": (0.25, -0.25),
+        "reward/total": (1.0, -0.5),
+        "reward/R_A": (0.375, -0.25),
+        "reward/R_R": (0.25, -0.25),
+        "reward/R_S": (0.5, 0.25),
+        "reward/R_F": (0.75, -0.25),
+        "tool_calls/semantic_search": (2.0, 1.0),
+        "tool_calls/read_paragraph": (0.0, -1.5),  # not offered: 0 calls, not unknown
+        "tool_calls/answer": (0.75, -0.25),
+        "tool_calls/total": (3.75, -0.25),
+    }
+    for key, (value, delta) in expected.items():
+        assert (no_read[key]["value"], no_read[key]["delta"]) == (value, delta), key
+    assert rows["no_rr"]["metrics"]["f1"] == {"value": 0.75, "delta": 0.125, "ci": [0.125, 0.875]}
+    assert rows["no_rr"]["metrics"]["recall"]["ci"] is None  # no interval in this evaluation
+    assert rows["none"]["metrics"]["em"] == {"value": 0.5, "delta": 0.0, "ci": [0.0, 0.75]}
+    assert rows["none"]["metrics"]["reward/total"]["ci"] == [0.5, 1.5]
+
+
+def test_reward_at_the_full_runs_weights_restores_the_switched_off_term(sweep):
+    rows = rows_by_variant(compare(sweep, ["no_rr"]))
+    full = rows["none"]["metrics"][FULL_WEIGHTS_TOTAL]["value"]
+    no_rr = rows["no_rr"]["metrics"][FULL_WEIGHTS_TOTAL]["value"]
+    # 1 R_A + 0.7 R_R + 0.15 R_S + 0.15 R_E + 0.5 R_F, with the full run's weights for both.
+    assert full == pytest.approx(0.625 + 0.35 + 0.0375 + 0.075 + 0.5, abs=1e-12)
+    assert no_rr == pytest.approx(0.75 + 0.0 + 0.075 + 0.075 + 0.5, abs=1e-12)
+    assert rows["no_rr"]["metrics"][FULL_WEIGHTS_TOTAL]["delta"] == pytest.approx(
+        no_rr - full, abs=1e-12
+    )
+    assert rows["no_rr"]["metrics"]["reward/total"]["value"] == 1.25  # its own weights
+
+
+def test_missing_unfinished_and_failed_variants_are_rows_not_gaps(sweep):
+    (sweep / "no_semantic").mkdir()
+    (sweep / "no_semantic" / "config.json").write_text(json.dumps(run_config(sweep)))
+    (sweep / "no_rs").mkdir()  # the empty folder a sweep job starts from
+    record_failure(sweep / "no_keyword", "scripts/train.py exited with status 1")
+    comparison = compare(sweep, [str(a) for a in Ablation])
+    rows = rows_by_variant(comparison)
+    assert list(rows) == [str(a) for a in Ablation]
+    assert {v: r["status"] for v, r in rows.items()} == {
+        "none": "finished",
+        "no_read": "finished",
+        "no_semantic": "unfinished",
+        "no_keyword": "failed",
+        "no_rr": "finished",
+        "no_rs": "missing",
+    }
+    assert not comparison.complete
+    assert rows["no_keyword"]["error"] == "scripts/train.py exited with status 1"
+    for variant in ("no_semantic", "no_keyword", "no_rs"):
+        cells = rows[variant]["metrics"].values()
+        assert all(c == {"value": None, "delta": None, "ci": None} for c in cells)
+        assert set(rows[variant]["metrics"]) == set(rows["none"]["metrics"])
+    markdown = comparison.markdown()
+    assert "| no R_S (beta=0) (`no_rs`) | missing |  |  |  |" in markdown
+    assert "| no keyword_search (`no_keyword`) | failed |  |  | scripts/train.py exited" in markdown
+    assert "| no R_S (beta=0) (`no_rs`) | — | — | — | — |" in markdown
+
+
+def test_without_the_full_run_values_stay_and_deltas_are_missing(sweep, tmp_path):
+    other = tmp_path / "other"
+    write_run(other, "no_read", run_config(other / "no_read"), NO_READ)
+    rows = rows_by_variant(compare(other, ["no_read"]))
+    assert rows["none"]["status"] == "missing"
+    assert rows["no_read"]["metrics"]["em"] == {"value": 0.25, "delta": None, "ci": [0.0, 0.75]}
+    assert rows["no_read"]["metrics"][FULL_WEIGHTS_TOTAL]["value"] is None
+
+
+def test_a_run_that_differs_beyond_its_ablation_is_flagged_not_matched(sweep):
+    config = run_config(sweep / "no_rs", seed=1, beta=0.0)
+    write_run(sweep, "no_rs", config, NO_RR, steps=3)
+    comparison = compare(sweep, ["no_read", "no_rr", "no_rs"])
+    rows = rows_by_variant(comparison)
+    assert rows["no_read"]["mismatch"] == [] and rows["no_rr"]["mismatch"] == []
+    assert rows["no_rs"]["mismatch"] == ["grpo.seed", "steps"]
+    assert "not matched: differs from the full run in grpo.seed, steps" in comparison.markdown()
+
+
+def test_markdown_cells_show_value_interval_and_delta(sweep):
+    markdown = compare(sweep, ["no_read"]).markdown()
+    assert (
+        "| no read_paragraph (`no_read`) | 0.250 [0.000, 0.750] (-0.250) "
+        "| 0.375 [0.125, 0.875] (-0.250) | 0.750 (+0.000) | 0.250 (-0.250) |"
+    ) in markdown
+    assert "| full (`none`) | 0.500 [0.000, 0.750] | 0.625 [0.125, 0.875] | 0.750 | 0.500 |" in (
+        markdown
+    )
+    header = "| variant | semantic_search | keyword_search | read_paragraph | answer | total |"
+    assert header in markdown
+
+
+def test_write_comparison_writes_json_and_markdown(sweep):
+    files = write_comparison(sweep, ["no_read"])
+    assert json.loads(files.json_path.read_text()) == files.comparison.as_json()
+    assert files.markdown_path.read_text() == files.comparison.markdown()
+    data = json.loads(files.json_path.read_text())
+    assert data["reference"] == "none" and data["complete"] is True
+    assert [c["key"] for c in data["columns"]][:4] == ["em", "f1", "recall", "read_recall"]
+
+
+def test_a_malformed_results_file_is_named(sweep):
+    (sweep / "no_read" / "results.json").write_text(json.dumps({"steps": 4}))
+    with pytest.raises(ValueError, match=r"no_read/results.json: no 'after' evaluation"):
+        compare(sweep, ["no_read"])
+    (sweep / "no_read" / "results.json").write_text(json.dumps({"after": {"em": 1.0}}))
+    with pytest.raises(ValueError, match=r"results.json: 'after' lacks \['f1'"):
+        compare(sweep, ["no_read"])
+    (sweep / "no_read" / "results.json").write_text("{not json")
+    with pytest.raises(ValueError, match="results.json: not valid JSON"):
+        compare(sweep, ["no_read"])
+
+
+def test_sweep_variants_put_the_full_run_first_in_study_order():
+    assert sweep_variants(["no_rs", "no_read", "no_rs"]) == [
+        Ablation.NONE,
+        Ablation.NO_READ,
+        Ablation.NO_RS,
+    ]
+    assert sweep_variants([]) == [Ablation.NONE]
+    with pytest.raises(ValueError, match="variants='no_such'"):
+        sweep_variants(["no_read", "no_such"])
+
+
+def test_ablation_names_are_config_files():
+    configs = Path(__file__).parents[2] / "configs" / "ablation"
+    assert {str(a) for a in Ablation} <= {p.stem for p in configs.glob("*.yaml")}
+
+
+def test_is_finished_needs_results_the_same_config_the_full_budget_and_no_failure(sweep):
+    run_dir = sweep / "none"
+    config = run_config(run_dir)
+    assert is_finished(run_dir, config)
+    assert not is_finished(run_dir, run_config(run_dir, seed=1))
+    assert not is_finished(sweep / "no_such", config)
+    longer = run_config(run_dir, max_steps=8)
+    (run_dir / "config.json").write_text(json.dumps(longer))  # resumed to 8 steps, interrupted
+    assert not is_finished(run_dir, longer)
+    (run_dir / "config.json").write_text(json.dumps(config))
+    path = record_failure(run_dir, RuntimeError("boom"))
+    assert json.loads(path.read_text())["error"] == "RuntimeError: boom"
+    assert "RuntimeError: boom" in json.loads(path.read_text())["traceback"]
+    assert not is_finished(run_dir, config)
+    assert rows_by_variant(compare(sweep, []))["none"]["status"] == VariantStatus.FAILED
+    clear_failure(run_dir)
+    assert is_finished(run_dir, config)

@@ -1,0 +1,220 @@
+"""scripts/ablate.py: the sweep's composition (no training), and a real two-variant sweep.
+
+The composition tests compose every variant with Hydra's compose API, exactly as the sweep's
+jobs do, and check that it differs from the full run only in what its ablation sets. The
+end-to-end test trains the full run and no_read for one step each on the tiny model, reruns
+the sweep (both are skipped), fails a variant on purpose and compares what is there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from grasp.config import AblateConfig, register_configs, to_dataclass
+from grasp.eval.ablation import ABLATION_FIELDS, Ablation, config_differences
+from grasp.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "ablate.py"
+CONFIG_DIR = str(REPO_ROOT / "configs")
+register_configs()
+
+SETS = {
+    Ablation.NONE: set(),
+    Ablation.NO_READ: {"env.tools"},
+    Ablation.NO_SEMANTIC: {"env.tools", "rollout.reward.beta"},
+    Ablation.NO_KEYWORD: {"env.tools", "rollout.reward.beta"},
+    Ablation.NO_RR: {"rollout.reward.alpha"},
+    Ablation.NO_RS: {"rollout.reward.beta"},
+}
+"""What each configs/ablation file changes, besides the run folder."""
+SHARED = (
+    "grpo.seed",
+    "grpo.max_steps",
+    "grpo.questions_per_step",
+    "grpo.num_generations",
+    "dataset",
+    "train_source",
+    "eval_questions",
+    "model.name",
+)
+
+
+@pytest.fixture(scope="module")
+def ablate():
+    spec = importlib.util.spec_from_file_location("ablate_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def hydra_configs():
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        yield
+
+
+@pytest.mark.parametrize("experiment", ["cpu_smoke", "grasp_qwen2.5_3b"])
+def test_variants_differ_from_the_full_run_only_in_their_ablation(
+    ablate, hydra_configs, experiment
+):
+    user = [f"experiment={experiment}", "variants=[no_read]", "sweep_dir=/s", "grpo.max_steps=7"]
+    resolved = {
+        v: ablate.variant_config(ablate.train_overrides([*user, f"ablation={v}"], f"/s/{v}"))
+        for v in Ablation
+    }
+    full = resolved[Ablation.NONE]
+    assert full["run_dir"] == "/s/none" and full["grpo"]["max_steps"] == 7
+    for variant, config in resolved.items():
+        differences = set(config_differences(config, full))
+        expected = SETS[variant] | ({"run_dir"} if variant is not Ablation.NONE else set())
+        assert differences == expected, variant
+        assert differences - {"run_dir"} <= set(ABLATION_FIELDS)
+        flat, flat_full = _flat(config), _flat(full)
+        assert all(flat[k] == flat_full[k] for k in SHARED)
+    assert "read_paragraph" not in resolved[Ablation.NO_READ]["env"]["tools"]
+    assert resolved[Ablation.NO_RR]["rollout"]["reward"]["alpha"] == 0.0
+
+
+@pytest.mark.parametrize("variant", list(Ablation))
+def test_a_variant_composes_as_train_py_composes_it(ablate, hydra_configs, variant):
+    """configs/ablate.yaml has train.yaml's defaults: its training fields are the child's."""
+    overrides = ["experiment=cpu_learn", f"ablation={variant}"]
+    swept = OmegaConf.to_container(compose("ablate", overrides=overrides), resolve=True)
+    for name in ablate.SWEEP_FIELDS:
+        swept.pop(name)
+    swept["run_dir"] = f"runs/ablate/cpu_learn/{variant}"
+    assert swept == ablate.variant_config(ablate.train_overrides(overrides, swept["run_dir"]))
+
+
+def test_the_sweep_is_hydra_config(hydra_configs):
+    cfg = compose("ablate", overrides=["ablation=no_rr"], return_hydra_config=True)
+    assert cfg.hydra.sweeper.params.ablation == "none,no_read,no_semantic,no_keyword,no_rr,no_rs"
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+    assert cfg.hydra.sweep.dir == "runs/ablate/cpu_smoke"
+    assert cfg.hydra.sweep.subdir == "no_rr"  # Hydra's job folder is the variant's run folder
+    cfg = compose(
+        "ablate",
+        overrides=["variants=[no_rs,no_read]", "experiment=grasp_qwen2.5_3b"],
+        return_hydra_config=True,
+    )
+    assert cfg.hydra.sweeper.params.ablation == "none,no_read,no_rs"
+    assert cfg.hydra.sweep.dir == "runs/ablate/grasp_qwen2.5_3b"
+    cfg = compose("ablate", overrides=["compare=only"], return_hydra_config=True)
+    assert str(cfg.hydra.mode) == "RunMode.RUN"
+
+
+def test_unknown_variant_or_compare_mode_is_named(hydra_configs):
+    with pytest.raises(ValueError, match="variants='no_such'"):
+        to_dataclass(compose("ablate", overrides=["variants=[no_such]"]), AblateConfig)
+    with pytest.raises(ValueError, match="compare='later'"):
+        to_dataclass(compose("ablate", overrides=["compare=later"]), AblateConfig)
+
+
+def test_train_overrides_drop_the_sweep_fields_and_set_the_run_folder(ablate):
+    task = [
+        "ablation=no_read",
+        "variants=[no_read,no_rr]",
+        "sweep_dir=/s",
+        "compare=after",
+        "launcher=[accelerate,launch]",
+        "grpo.max_steps=2",
+    ]
+    assert ablate.train_overrides(task, "/s/no_read") == [
+        "ablation=no_read",
+        "grpo.max_steps=2",
+        "run_dir=/s/no_read",
+    ]
+    with pytest.raises(ValueError, match="run_dir= cannot be set"):
+        ablate.train_overrides(["run_dir=/elsewhere"], "/s/none")
+
+
+def _flat(tree, prefix=""):
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    return {k: v for key, value in tree.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+
+
+def sweep_command(sweep: Path, model: Path, questions: Path, index: Path, *extra: str):
+    return [
+        sys.executable,
+        str(SCRIPT),
+        "experiment=cpu_smoke",
+        "variants=[no_read]",
+        f"sweep_dir={sweep}",
+        f"model.name={model}",
+        "model.dtype=float32",
+        "model.chat_template=model",
+        f"questions_path={questions}",
+        f"index_dir={index}",
+        "grpo.lora.enabled=false",
+        "grpo.bf16=false",
+        "grpo.beta=0",
+        "grpo.questions_per_step=1",
+        "grpo.max_steps=1",
+        "rollout.sampling.max_new_tokens=8",
+        "eval_questions=2",
+        "eval_before=false",
+        "trajectories_every=0",
+        *extra,
+    ]
+
+
+def run(command: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.slow
+def test_a_two_variant_sweep_trains_skips_records_failures_and_compares(
+    tmp_path, tiny_model_dir, tiny_questions_file
+):
+    sweep = tmp_path / "sweep"
+    command = sweep_command(sweep, tiny_model_dir, tiny_questions_file, tmp_path / "index")
+    result = run(command)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    configs = {}
+    for variant in ("none", "no_read"):
+        results = json.loads((sweep / variant / "results.json").read_text())
+        assert results["steps"] == 1
+        assert (sweep / variant / "train.log").exists()
+        configs[variant] = json.loads((sweep / variant / "config.json").read_text())
+    assert config_differences(configs["no_read"], configs["none"]) == ["env.tools", "run_dir"]
+    comparison = json.loads((sweep / "comparison.json").read_text())
+    assert comparison["complete"] is True
+    assert [r["status"] for r in comparison["rows"]] == ["finished", "finished"]
+    assert comparison["rows"][1]["mismatch"] == []
+    no_read = comparison["rows"][1]["metrics"]
+    after = json.loads((sweep / "no_read" / "results.json").read_text())["after"]
+    assert no_read["em"]["value"] == after["em"]
+    assert (sweep / "comparison.md").exists() and (sweep / "multirun.yaml").exists()
+
+    finished = (sweep / "none" / "results.json").stat().st_mtime_ns
+    again = run(command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("skipped") == 2
+    assert (sweep / "none" / "results.json").stat().st_mtime_ns == finished
+
+    # A variant whose training fails is recorded, shown as failed, and fails the sweep.
+    failing = [c for c in command if not c.startswith("variants=")]
+    failed = run([*failing, "variants=[no_rr]", "launcher=[/bin/false]"])
+    assert failed.returncode != 0
+    assert "variant no_rr: scripts/train.py exited with status 1" in failed.stdout + failed.stderr
+    rows = json.loads((sweep / "comparison.json").read_text())["rows"]
+    assert [(r["variant"], r["status"]) for r in rows] == [
+        ("none", "finished"),
+        ("no_rr", "failed"),
+    ]
+
+    only = run([sys.executable, str(SCRIPT), "compare=only", f"sweep_dir={sweep}"])
+    assert only.returncode == 0, only.stderr[-3000:]
+    assert "| no read_paragraph (`no_read`) | finished | 1 | 2 |" in only.stdout
+    assert "| no R_R (alpha=0) (`no_rr`) | failed |" in only.stdout
