@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from grasp.corpus.index import CorpusIndex
+from grasp.corpus.index import SearchIndex
 from grasp.env import observations
 from grasp.env.parser import ParsedTurn, ParseErrorKind, ToolCall, parse_turn
 from grasp.env.tool_specs import tool_schema, tool_specs
@@ -171,6 +171,8 @@ class Episode:
     shown_paragraph_ids: set[int] = field(default_factory=set)
     tool_calls: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the policy reported about the episode (a baseline's route...), for the trajectory."""
 
     @property
     def turns_used(self) -> int:
@@ -206,7 +208,7 @@ class Episode:
 class RetrievalEnvironment:
     """Runs the tools of many episodes against one index, batching searches per tool."""
 
-    def __init__(self, index: CorpusIndex, config: EnvConfig) -> None:
+    def __init__(self, index: SearchIndex, config: EnvConfig) -> None:
         config.validate()
         if config.top_k > index.corpus.num_units(config.granularity):
             raise ValueError(
@@ -244,7 +246,7 @@ class RetrievalEnvironment:
             scope = corpus.question_scope(question.question_id)
         messages = [{"role": "system", "content": self.system_prompt}]
         if self.config.demonstration:
-            messages += observations.demonstration(self.config.turn_budget)
+            messages += observations.demonstration(self.config.tools, self.config.turn_budget)
         messages.append(
             {
                 "role": "user",

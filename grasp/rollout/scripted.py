@@ -52,17 +52,29 @@ class ScriptedPolicy:
 class HeuristicSearchPolicy:
     """A fixed search-then-read plan over the conversation; no model involved."""
 
-    def __init__(self, reads: int = 2) -> None:
+    def __init__(self, reads: int = 2, assistant_prefix: str = "") -> None:
         self.reads = reads
         """How many top paragraphs to read after the two first searches."""
+        self.assistant_prefix = assistant_prefix
+        """The rollout's assistant prefix (inserted before each turn): turns continue it."""
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
     ) -> list[Generation]:
-        return [Generation(text=self.next_turn(request.messages)) for request in requests]
+        return [Generation(text=self._continue(request.messages)) for request in requests]
+
+    def _continue(self, messages: Sequence[Mapping[str, str]]) -> str:
+        text = self.next_turn(messages)
+        if not text.startswith(self.assistant_prefix):
+            raise ValueError(f"turn {text!r} does not continue {self.assistant_prefix!r}")
+        return text[len(self.assistant_prefix) :]
 
     def next_turn(self, messages: Sequence[Mapping[str, str]]) -> str:
-        question = _question(messages)
+        """The full text of the next turn, given the conversation (a demonstration before the
+        question is skipped: the episode starts at the last user message)."""
+        start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        question = _question(messages[start:])
+        messages = messages[start:]
         tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
         turn = sum(1 for m in messages if m["role"] == "assistant")
         turns_left = _turns_left(tool_texts)

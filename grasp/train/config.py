@@ -13,6 +13,7 @@ from grasp.env.environment import EnvConfig
 from grasp.models import ModelConfig
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
+from grasp.train.warm_start import WarmStartSettings
 
 
 @dataclass
@@ -128,6 +129,8 @@ class TrainConfig:
     """Sampling of training rollouts, context budget and reward weights."""
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     """Optimizer and GRPO settings."""
+    warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
+    """Supervised warm start on scripted episodes before GRPO (off by default)."""
     trajectories_every: int = 2
     """Every this many steps, write the trajectories of a fixed question sample (0: never)."""
     trajectory_questions: int = 4

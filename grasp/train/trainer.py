@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grasp.corpus import CorpusIndex, SentenceCorpus, build_index
+from grasp.corpus import SentenceCorpus
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
@@ -29,8 +29,9 @@ from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
+from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import TrainConfig
+from grasp.train.config import GRPOSettings, TrainConfig
 from grasp.train.plots import plot_run
 from grasp.train.rollout_adapter import (
     GraspRollout,
@@ -38,6 +39,7 @@ from grasp.train.rollout_adapter import (
     prompt_messages,
     reward_functions,
 )
+from grasp.train.warm_start import warm_start
 from grasp.types import DatasetName, Question
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,21 @@ def load_training_data(config: TrainConfig) -> TrainingData:
     return TrainingData(train, eval_questions, train + dev, f"{dataset} train (hub) / dev")
 
 
+def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
+    """Sequences per process per micro-batch; fails unless the step batch splits evenly.
+
+    One optimizer step sees B questions x G samples, spread over processes and micro-batches.
+    """
+    step_batch = grpo.questions_per_step * grpo.num_generations
+    per_device, remainder = divmod(step_batch, grpo.gradient_accumulation_steps * world_size)
+    if remainder or per_device < 1:
+        raise ValueError(
+            f"grpo.questions_per_step x grpo.num_generations = {step_batch} must split evenly over "
+            f"{world_size} processes x {grpo.gradient_accumulation_steps} accumulation steps"
+        )
+    return per_device
+
+
 def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
@@ -128,8 +145,8 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     data = load_training_data(config)
     check_top_k(config, data.pooled)
     index_dir = Path(config.index_dir or _default_index_dir(config))
-    build_index(data.pooled, config.index, index_dir, source={"dataset": config.dataset})
-    index = CorpusIndex.load(index_dir, config.index).warm_up()
+    source = {"dataset": config.dataset}
+    index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
     env = RetrievalEnvironment(index, config.env)
     loaded = load_policy_model(config.model)
     chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
@@ -139,6 +156,20 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
         engine = RolloutEngine(env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
         return evaluate_policy(engine, data.eval, run_dir / name, resolved).results
 
+    warm = None
+    if config.warm_start.enabled:
+        loaded, warm = warm_start(
+            config.warm_start,
+            config.model,
+            config.grpo.bf16,
+            _lora_config(config),
+            data.train,
+            env,
+            loaded,
+            chat,
+            config.rollout,
+            run_dir / "warm_start",
+        )
     before_file = run_dir / "eval_before" / "results.json"
     if config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
@@ -151,13 +182,28 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "eval_after")
     before = json.loads(before_file.read_text()) if before_file.exists() else None
     results = _results(config, data, before, after, trainer.state.global_step)
+    if warm is not None:
+        results["warm_start"] = {
+            "model": str(warm.model_dir),
+            "episodes_played": warm.played,
+            "episodes_kept": warm.kept,
+            "sft_loss": warm.train_loss,
+            "note": "eval 'before' is the warm-started policy, the start of GRPO",
+        }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
     return results
 
 
-RESUMABLE_CHANGES = ("grpo.max_steps", "wandb")
-"""Fields a resumed run may change (train longer, log elsewhere); any other change is refused."""
+RESUMABLE_CHANGES = (
+    "grpo.max_steps",
+    "wandb",
+    "index.remote_url",
+    "index.remote_timeout_s",
+    "index.remote_retries",
+)
+"""Fields a resumed run may change (train longer, log elsewhere, search the same index in another
+process); any other change is refused."""
 
 
 def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
@@ -267,15 +313,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
 
     grpo = config.grpo
     reward = config.rollout.reward
-    # One optimizer step sees B questions x G samples, spread over processes and micro-batches.
-    step_batch = grpo.questions_per_step * grpo.num_generations
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    per_device, remainder = divmod(step_batch, grpo.gradient_accumulation_steps * world_size)
-    if remainder or per_device < 1:
-        raise ValueError(
-            f"grpo.questions_per_step x grpo.num_generations = {step_batch} must split evenly over "
-            f"{world_size} processes x {grpo.gradient_accumulation_steps} accumulation steps"
-        )
+    per_device = per_device_batch(grpo, int(os.environ.get("WORLD_SIZE", "1")))
     return GRPOConfig(
         output_dir=str(run_dir / "checkpoints"),
         per_device_train_batch_size=per_device,

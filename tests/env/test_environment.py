@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from grasp.env import observations
 from grasp.env.environment import (
     EnvConfig,
     EpisodeStatus,
@@ -13,6 +14,8 @@ from grasp.env.environment import (
     RetrievalEnvironment,
     SearchScope,
 )
+from grasp.env.parser import parse_turn
+from grasp.env.tool_specs import tool_specs
 from grasp.reward import compute_reward
 from grasp.types import StopReason, ToolName
 
@@ -251,3 +254,39 @@ def test_stepping_a_finished_episode_is_an_error(env, tiny_questions):
     env.step([episode], [call("answer", answer="x")])
     with pytest.raises(ValueError, match="terminated"):
         env.step([episode], [call("answer", answer="y")])
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        ["semantic_search", "keyword_search", "read_paragraph", "answer"],
+        ["semantic_search", "keyword_search", "answer"],
+        ["keyword_search", "read_paragraph", "answer"],
+        ["semantic_search", "read_paragraph", "answer"],
+        ["search", "answer"],
+    ],
+)
+def test_demonstration_calls_only_the_episode_tools_and_every_call_parses(tools):
+    messages = observations.demonstration(tools, turn_budget=3)
+    calls = [m["content"] for m in messages if m["role"] == "assistant"]
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    parsed = [parse_turn(call, tool_specs(tools)) for call in calls]
+    assert all(turn.error is None for turn in parsed)
+    names = [turn.call.name for turn in parsed]
+    assert set(names) <= set(tools) and names[-1] == "answer"
+    searches = [t for t in ("semantic_search", "keyword_search", "search") if t in tools]
+    assert set(names[:2]) == set(searches)  # both search tools shown when both are offered
+    assert ("read_paragraph" in names) == ("read_paragraph" in tools)
+    # The countdown matches the demo's own budget and ends with one turn left for the answer.
+    budget = int(messages[0]["content"].rsplit("You have ", 1)[1].split()[0])
+    assert budget == max(3, len(calls))
+    assert [r.rsplit("\n", 1)[1] for r in results] == [
+        observations.turns_left_line(budget - n) for n in range(1, len(results) + 1)
+    ]
+    # Hits carry sentence ids only when read_paragraph can expand them.
+    assert ("[s" in results[0]) == ("read_paragraph" in tools)
+
+
+def test_demonstration_needs_a_search_tool():
+    with pytest.raises(ValueError, match="search tool"):
+        observations.demonstration(["read_paragraph", "answer"], turn_budget=3)

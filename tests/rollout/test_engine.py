@@ -203,18 +203,13 @@ def test_assistant_prefix_is_inserted_text_the_model_continues(
 def test_demonstration_turns_come_before_the_question(tiny_index, tiny_questions):
     env = RetrievalEnvironment(tiny_index, EnvConfig(demonstration=True, turn_budget=3))
     messages = env.reset(tiny_questions[0]).messages
-    assert [m["role"] for m in messages] == [
-        "system",
-        "user",
-        "assistant",
-        "tool",
-        "assistant",
-        "tool",
+    # system, the demo (user, 3 calls with results, the answer), then the real question
+    assert [m["role"] for m in messages] == ["system", "user"] + ["assistant", "tool"] * 3 + [
         "assistant",
         "user",
     ]
     assert tiny_questions[0].question in messages[-1]["content"]
-    assert "[2 turns left]" in messages[3]["content"]
+    assert "You have 3 turns." in messages[-1]["content"]
 
 
 def test_special_token_strings_in_documents_stay_plain_text(chat, tokenizer):

@@ -1,0 +1,188 @@
+"""Optional warm start before GRPO: supervised fine-tuning on scripted search episodes.
+
+A small policy that almost never writes a valid search call gets no reward signal from GRPO
+(every sample of a group scores 0, so every advantage is 0). A warm start first shows it
+the episode format: ``HeuristicSearchPolicy`` plays the training questions in the same
+environment (same tools, prompt, assistant prefix and tokenization as the rollouts), the
+episodes that found a gold paragraph are kept (rejection sampling), and TRL's
+``SFTTrainer`` fits the policy to them, with loss on the turns the policy would generate
+only (the env mask), as in GRPO. The LoRA weights are merged and the model saved in
+``RUN_DIR/warm_start/model``; GRPO then starts from it. A resumed run reuses the saved model.
+
+This departs from the paper (which starts GRPO from Qwen2.5-3B-Instruct); it is off by
+default and on in the CPU learning run, where the 135M model needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from grasp.env.environment import RetrievalEnvironment
+from grasp.models import LoadedModel, ModelConfig, load_policy_model
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.scripted import HeuristicSearchPolicy
+from grasp.rollout.trajectory import Trajectory, write_trajectories
+from grasp.types import Question
+
+log = logging.getLogger(__name__)
+
+MODEL_DIR = "model"
+DONE_MARKER = "warm_start.json"
+
+
+@dataclass
+class WarmStartSettings:
+    """Supervised warm start on scripted episodes before GRPO (off in the paper's setting)."""
+
+    enabled: bool = False
+    """Fine-tune on scripted episodes first (see grasp/train/warm_start.py)."""
+    questions: int = 200
+    """Training questions the scripted policy plays (seeded sample)."""
+    reads: int = 1
+    """Paragraphs the scripted policy reads after its two searches."""
+    min_recall: float = 0.5
+    """Keep an episode when at least this fraction of gold paragraphs was retrieved."""
+    epochs: float = 1.0
+    """Passes over the kept episodes."""
+    learning_rate: float = 2.0e-4
+    """SFT learning rate (of the LoRA weights when grpo.lora.enabled, else of all weights)."""
+    batch_size: int = 4
+    """Episodes per optimizer step (micro-batches of 2)."""
+    seed: int = 0
+    """Sampling of the questions and SFT data order."""
+
+
+@dataclass
+class WarmStartResult:
+    model_dir: Path
+    kept: int
+    played: int
+    train_loss: float | None
+
+
+def warm_start(
+    settings: WarmStartSettings,
+    model_config: ModelConfig,
+    bf16: bool,
+    lora_config: Any,
+    questions: list[Question],
+    env: RetrievalEnvironment,
+    loaded: LoadedModel,
+    chat: ChatTokenizer,
+    rollout: RolloutConfig,
+    out_dir: Path,
+) -> tuple[LoadedModel, WarmStartResult]:
+    """Fine-tune ``loaded`` on scripted episodes (or reload a finished warm start)."""
+    marker = out_dir / DONE_MARKER
+    model_dir = out_dir / MODEL_DIR
+    warm_config = replace(model_config, name=str(model_dir))
+    if marker.exists():
+        log.info("warm start: reusing %s", model_dir)
+        done = json.loads(marker.read_text())
+        result = WarmStartResult(model_dir, done["kept"], done["played"], done["train_loss"])
+        return load_policy_model(warm_config), result
+    out_dir.mkdir(parents=True, exist_ok=True)
+    episodes = scripted_episodes(settings, questions, env, chat, rollout)
+    write_trajectories(episodes, out_dir / "episodes.jsonl")
+    kept = [t for t in episodes if _recall(t) >= settings.min_recall]
+    if not kept:
+        raise ValueError(
+            f"warm start: none of {len(episodes)} scripted episodes reached "
+            f"warm_start.min_recall={settings.min_recall}"
+        )
+    log.info("warm start: %d of %d scripted episodes kept", len(kept), len(episodes))
+    loss = _fine_tune(settings, lora_config, bf16, kept, loaded, out_dir)
+    loaded.tokenizer.save_pretrained(model_dir)
+    marker.write_text(
+        json.dumps({"kept": len(kept), "played": len(episodes), "train_loss": loss}, indent=2)
+    )
+    return load_policy_model(warm_config), WarmStartResult(
+        model_dir, len(kept), len(episodes), loss
+    )
+
+
+def scripted_episodes(
+    settings: WarmStartSettings,
+    questions: list[Question],
+    env: RetrievalEnvironment,
+    chat: ChatTokenizer,
+    rollout: RolloutConfig,
+) -> list[Trajectory]:
+    """The scripted policy's episodes, tokenized exactly as the policy's rollouts are."""
+    sample = random.Random(settings.seed).sample(questions, min(settings.questions, len(questions)))
+    policy = HeuristicSearchPolicy(reads=settings.reads, assistant_prefix=rollout.assistant_prefix)
+    engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
+    return engine.run(sample).trajectories
+
+
+def sft_rows(trajectories: list[Trajectory]) -> list[dict[str, list[int]]]:
+    """input_ids and labels (-100 on the prompt and on every id the environment inserted)."""
+    rows = []
+    for trajectory in trajectories:
+        trace = trajectory.tokens
+        if trace is None:
+            raise ValueError("warm start needs token traces (a rollout with a chat tokenizer)")
+        labels = [-100] * len(trace.prompt_ids) + [
+            token if generated else -100
+            for token, generated in zip(trace.completion_ids, trace.env_mask, strict=True)
+        ]
+        rows.append({"input_ids": trace.context_ids, "labels": labels})
+    return rows
+
+
+def _fine_tune(
+    settings: WarmStartSettings,
+    lora_config: Any,
+    bf16: bool,
+    episodes: list[Trajectory],
+    loaded: LoadedModel,
+    out_dir: Path,
+) -> float | None:
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    model = loaded.model
+    model.train()
+    micro = min(2, settings.batch_size)
+    args = SFTConfig(
+        output_dir=str(out_dir / "sft"),
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=max(settings.batch_size // micro, 1),
+        num_train_epochs=settings.epochs,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=settings.seed,
+        bf16=bf16,
+        use_cpu=str(model.device) == "cpu",
+        max_length=None,
+        dataloader_num_workers=0,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(sft_rows(episodes)),
+        processing_class=loaded.tokenizer,
+        peft_config=lora_config,
+    )
+    output = trainer.train()
+    trained = trainer.model
+    if lora_config is not None:
+        trained = trained.merge_and_unload()
+    trained.save_pretrained(out_dir / MODEL_DIR)
+    history = [row for row in trainer.state.log_history if "loss" in row]
+    (out_dir / "sft_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
+    return float(output.training_loss) if output.training_loss is not None else None
+
+
+def _recall(trajectory: Trajectory) -> float:
+    gold = set(trajectory.gold_paragraph_ids)
+    return len(gold & set(trajectory.retrieved_paragraph_ids)) / len(gold) if gold else 0.0

@@ -1,0 +1,65 @@
+"""The warm start's data: scripted episodes tokenized as rollouts, loss on generated ids only."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.models import ModelConfig, prepare_model, qwen2_5_template
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.engine import RolloutConfig
+from grasp.train.warm_start import WarmStartSettings, scripted_episodes, sft_rows
+
+PREFIX = '<tool_call>\n{"name": "'
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    tok = AutoTokenizer.from_pretrained(prepare_model(ModelConfig()))
+    tok.chat_template = qwen2_5_template()
+    return tok
+
+
+@pytest.fixture
+def episodes(tiny_index, tiny_questions, tokenizer):
+    config = EnvConfig(turn_budget=4, top_k=2, demonstration=True, schemas_in_prompt=False)
+    env = RetrievalEnvironment(tiny_index, config)
+    chat = ChatTokenizer(tokenizer, env.prompt_tool_schemas)
+    settings = WarmStartSettings(questions=len(tiny_questions), reads=1)
+    rollout = RolloutConfig(assistant_prefix=PREFIX)
+    return scripted_episodes(settings, list(tiny_questions), env, chat, rollout)
+
+
+def test_scripted_episodes_search_twice_read_then_answer_after_the_demonstration(episodes):
+    # The demonstration's own calls come before the question: the script starts after them.
+    for trajectory in episodes:
+        names = [turn["call"]["name"] for turn in trajectory.turns]
+        assert names == ["semantic_search", "keyword_search", "read_paragraph", "answer"]
+        query = trajectory.turns[0]["call"]["arguments"]["query"]
+        assert query == trajectory.question
+        assert all(turn["error"] is None for turn in trajectory.turns)
+
+
+def test_sft_labels_cover_exactly_the_generated_ids(episodes, tokenizer):
+    rows = sft_rows(episodes)
+    for trajectory, row in zip(episodes, rows, strict=True):
+        trace = trajectory.tokens
+        assert row["input_ids"] == trace.prompt_ids + trace.completion_ids
+        assert len(row["labels"]) == len(row["input_ids"])
+        learned = [t for t in row["labels"] if t != -100]
+        assert len(learned) == sum(trace.env_mask) > 0
+        text = tokenizer.decode(learned)
+        # The policy learns its calls, never the prefix the rollout inserts, nor an observation.
+        for turn in trajectory.turns:
+            assert turn["text"].removeprefix(PREFIX) in text
+            assert turn["observation"] is None or turn["observation"][:30] not in text
+        assert PREFIX not in text
+
+
+def test_sft_rows_need_token_traces(tiny_index, tiny_questions):
+    env = RetrievalEnvironment(tiny_index, EnvConfig(turn_budget=3))
+    settings = WarmStartSettings(questions=1)
+    untokenized = scripted_episodes(settings, list(tiny_questions), env, None, RolloutConfig())
+    with pytest.raises(ValueError, match="token traces"):
+        sft_rows(untokenized)
