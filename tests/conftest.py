@@ -71,11 +71,11 @@ P = {
 }
 
 
-def _question(qid: str, text: str, answer: str, gold: list[str], distractors: list[str]) -> Question:
+def _question(
+    qid: str, text: str, answer: str, gold: list[str], distractors: list[str]
+) -> Question:
     keys = gold + distractors
-    paragraphs = tuple(
-        Paragraph(P[k].title, P[k].sentences, is_supporting=k in gold) for k in keys
-    )
+    paragraphs = tuple(Paragraph(P[k].title, P[k].sentences, is_supporting=k in gold) for k in keys)
     facts = tuple(SupportingFact(P[k].title, i, None) for i, k in enumerate(gold))
     return Question(qid, DatasetName.HOTPOTQA, text, (answer,), "bridge", paragraphs, facts)
 

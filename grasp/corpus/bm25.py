@@ -1,13 +1,38 @@
-"""BM25 keyword indexes with bm25s: sparse, vectorized, tens of times faster than rank-bm25."""
+"""BM25 keyword indexes with bm25s: sparse, vectorized, tens of times faster than rank-bm25.
+
+``bm25s.tokenize`` and ``BM25.index`` want the whole corpus at once, as Python lists of token
+lists: at a million sentences those lists, not the index, fill the memory. ``KeywordIndex.build``
+instead tokenizes one batch of texts at a time, exactly as ``bm25s.tokenize`` does, and keeps
+only compact arrays (term id and count of each distinct term of each text, 8 bytes); the
+scores, the idf and the sparse matrix are then computed with bm25s's own scoring functions.
+The result equals ``bm25s.BM25.index`` on the same texts: same vocabulary, same scores
+(``tests/corpus/test_bm25.py``), up to the numbering of the terms.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import bm25s
 import numpy as np
+
+# Private helpers of bm25s, used so that the scores are computed by bm25s's own formulas; the
+# equality test against ``bm25s.BM25.index`` guards them across bm25s versions.
+from bm25s.scoring import (
+    _build_idf_array,
+    _build_nonoccurrence_array,
+    _select_idf_scorer,
+    _select_tfc_scorer,
+)
+from bm25s.tokenization import _infer_stopwords
+
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+"""bm25s.tokenize's default token pattern (the one of scikit-learn's CountVectorizer)."""
+SCORE_BLOCK = 1 << 20
+"""Matrix entries scored per vectorized step (bounds the float64 temporaries)."""
 
 
 @dataclass
@@ -40,18 +65,11 @@ class KeywordIndex:
 
     @classmethod
     def build(cls, text_batches: Iterable[Sequence[str]], config: BM25Config) -> KeywordIndex:
-        """Index texts given in batches, in unit-id order."""
-        texts = [text for batch in text_batches for text in batch]
-        tokens = bm25s.tokenize(
-            texts,
-            stopwords=config.stopwords or None,
-            stemmer=_make_stemmer(config.stemmer),
-            show_progress=False,
-        )
-        del texts
-        retriever = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
-        retriever.index(tokens, show_progress=False)
-        return cls(retriever, config)
+        """Index texts given in batches, in unit-id order, one batch in memory at a time."""
+        builder = StreamingBM25(config)
+        for batch in text_batches:
+            builder.add(batch)
+        return cls(builder.finish(), config)
 
     def _tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
         return bm25s.tokenize(
@@ -90,6 +108,138 @@ class KeywordIndex:
     def load(cls, directory: Path, config: BM25Config) -> KeywordIndex:
         retriever = bm25s.BM25.load(str(directory), show_progress=False)
         return cls(retriever, config)
+
+
+class StreamingBM25:
+    """Accumulates BM25 term statistics batch by batch; ``finish`` returns the bm25s index.
+
+    Memory while adding: the vocabulary (a dict entry per distinct word and per distinct stem)
+    plus 8 bytes per distinct term of each text and 8 bytes per text. ``finish`` needs about
+    24 more bytes per entry while it sorts the matrix into bm25s's column-major layout.
+    """
+
+    def __init__(self, config: BM25Config) -> None:
+        self.config = config
+        self._split = re.compile(TOKEN_PATTERN).findall
+        self._stopwords = frozenset(_infer_stopwords(config.stopwords or None))
+        self._stemmer = _make_stemmer(config.stemmer)
+        self._word_ids: dict[str, int] = {}
+        """Word -> word id, in order of first appearance."""
+        self._word_terms = np.zeros(1024, dtype=np.int32)
+        """The term (stem) id of each word id; a buffer that doubles, valid up to len(word_ids)."""
+        self._term_ids: dict[str, int] = {}
+        """Term (stem, or word without a stemmer) -> term id, in order of first appearance."""
+        self._terms: list[np.ndarray] = []
+        """Per batch, int32 term ids of each text's distinct terms, text by text."""
+        self._counts: list[np.ndarray] = []
+        """Per batch, int32 occurrences of those terms in their text."""
+        self._distinct: list[np.ndarray] = []
+        """Per batch, int32 number of distinct terms of each text."""
+        self._lengths: list[np.ndarray] = []
+        """Per batch, int64 number of tokens of each text (stopwords removed)."""
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Tokenize one batch of texts (lower-case, split, drop stopwords, stem) and count."""
+        word_ids, stopwords, split = self._word_ids, self._stopwords, self._split
+        tokens: list[int] = []
+        new_words: list[str] = []
+        lengths = np.empty(len(texts), dtype=np.int64)
+        for position, text in enumerate(texts):
+            before = len(tokens)
+            for word in split(text.lower()):
+                if word in stopwords:
+                    continue
+                word_id = word_ids.get(word)
+                if word_id is None:
+                    word_id = word_ids[word] = len(word_ids)
+                    new_words.append(word)
+                tokens.append(word_id)
+            lengths[position] = len(tokens) - before
+        self._add_words(new_words)
+        terms = self._word_terms[np.asarray(tokens, dtype=np.int64)]
+        texts_of_tokens = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+        pairs, counts = np.unique((texts_of_tokens << 32) | terms, return_counts=True)
+        self._terms.append((pairs & 0xFFFFFFFF).astype(np.int32))
+        self._counts.append(counts.astype(np.int32))
+        self._distinct.append(np.bincount(pairs >> 32, minlength=len(texts)).astype(np.int32))
+        self._lengths.append(lengths)
+
+    def _add_words(self, words: list[str]) -> None:
+        """Give the words first seen in this batch (word ids ``len - len(words)`` on) a term."""
+        stems = self._stemmer.stemWords(words) if self._stemmer is not None else words
+        num_words = len(self._word_ids)
+        if num_words > len(self._word_terms):
+            grown = np.zeros(max(num_words, 2 * len(self._word_terms)), dtype=np.int32)
+            grown[: len(self._word_terms)] = self._word_terms
+            self._word_terms = grown
+        term_ids = self._term_ids
+        first = num_words - len(words)
+        for position, stem in enumerate(stems, start=first):
+            term_id = term_ids.get(stem)
+            if term_id is None:
+                term_id = term_ids[stem] = len(term_ids)
+            self._word_terms[position] = term_id
+
+    def finish(self) -> bm25s.BM25:
+        """The bm25s index of every text added, as ``bm25s.BM25.index`` would build it."""
+        config = self.config
+        retriever = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
+        lengths = np.concatenate([np.zeros(0, np.int64), *self._lengths])
+        terms = np.concatenate([np.zeros(0, np.int32), *self._terms])
+        counts = np.concatenate([np.zeros(0, np.int32), *self._counts]).astype(np.float32)
+        distinct = np.concatenate([np.zeros(0, np.int32), *self._distinct])
+        self._terms, self._counts, self._distinct, self._lengths = [], [], [], []
+        num_docs, num_terms = len(lengths), len(self._term_ids)
+        units = np.repeat(np.arange(num_docs, dtype=np.int32), distinct)
+        # Document frequencies as the dict bm25s's idf functions take: one entry per term.
+        frequencies = dict(enumerate(np.bincount(terms, minlength=num_terms).tolist()))
+        average_length = lengths.mean() if num_docs else 0.0
+        idf = _build_idf_array(
+            frequencies, num_docs, _select_idf_scorer(retriever.idf_method), retriever.dtype
+        )
+        nonoccurrence = None
+        if retriever.method in retriever.methods_requiring_nonoccurrence:
+            nonoccurrence = _build_nonoccurrence_array(
+                frequencies, num_docs, _select_idf_scorer(retriever.idf_method),
+                _select_tfc_scorer(retriever.method), average_length, average_length,
+                retriever.k1, retriever.b, retriever.delta, retriever.dtype,
+            )  # fmt: skip
+        del frequencies
+        scores = np.empty(len(terms), dtype=retriever.dtype)
+        term_frequency = _select_tfc_scorer(retriever.method)
+        for start in range(0, len(terms), SCORE_BLOCK):
+            block = slice(start, start + SCORE_BLOCK)
+            saturation = term_frequency(
+                tf_array=counts[block], l_d=lengths[units[block]], l_avg=average_length,
+                k1=retriever.k1, b=retriever.b, delta=retriever.delta,
+            )  # fmt: skip
+            block_scores = idf[terms[block]] * saturation
+            if nonoccurrence is not None:
+                block_scores -= nonoccurrence[terms[block]]
+            scores[block] = block_scores
+        del counts, lengths
+        # Column-major (term by term), texts ascending inside a term: bm25s's CSC layout.
+        order = np.argsort(terms, kind="stable")
+        indptr = np.zeros(num_terms + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=num_terms), out=indptr[1:])
+        del terms
+        data = scores[order]
+        del scores
+        indices = units[order]
+        del units, order
+        retriever.scores = {
+            "data": data,
+            "indices": indices,
+            "indptr": indptr,
+            "num_docs": num_docs,
+        }
+        retriever.nonoccurrence_array = nonoccurrence
+        # As BM25.index does: an empty token after the last term, for queries without one.
+        vocabulary = dict(self._term_ids)
+        vocabulary.setdefault("", num_terms)
+        retriever.vocab_dict = vocabulary
+        retriever.unique_token_ids_set = set(vocabulary.values())
+        return retriever
 
 
 def _make_stemmer(language: str):

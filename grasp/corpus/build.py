@@ -5,23 +5,37 @@ Layout of a built directory::
     manifest.json                 written last; its presence means the build is complete
     corpus/{sentences,paragraphs,questions}.parquet
     sentence/embeddings.npy       [num_sentences, dim] float32 unit vectors
-    sentence/embeddings.key       which corpus and encoder produced them
-    sentence/dense.faiss          FAISS index over the vectors
+    sentence/dense.faiss          FAISS index over the vectors (its storage: dense.factory)
     sentence/bm25/                bm25s index
+    sentence/*.key                which inputs produced each of the three (see below)
     paragraph/...                 the same for whole paragraphs
 
-Encoding streams in shards of ``shard_size`` texts, each saved atomically as it finishes, so
-an interrupted build resumes where it stopped. A build whose inputs are unchanged reuses
-the directory as it is; a build that changes only the FAISS settings reuses the vectors.
+Every stage streams, so that memory does not hold the corpus several times over:
+
+- encoding runs in shards of ``shard_size`` texts, each saved atomically with its checksum as
+  soon as it is encoded; an interrupted build resumes at the first unfinished shard. The
+  shards are then appended to ``embeddings.npy`` one at a time;
+- the FAISS index is trained on a bounded sample (``dense.train_sample``) and filled block by
+  block from ``embeddings.npy`` read from disk, so a compressed index (``SQfp16``, ``PQ48``)
+  never needs the float32 matrix in memory;
+- BM25 tokenizes one batch of ``shard_size`` texts at a time (``StreamingBM25``).
+
+Each finished stage writes a key file naming its inputs (corpus fingerprint and the settings
+it depends on). A build whose inputs are unchanged reuses the whole directory; otherwise a
+stage whose key still matches is kept: a build that changes only ``dense.factory`` re-uses
+the vectors and the BM25 index and builds the FAISS index alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +45,16 @@ from tqdm.auto import tqdm
 
 from grasp.corpus.bm25 import BM25Config, KeywordIndex
 from grasp.corpus.corpus import SentenceCorpus
-from grasp.corpus.dense import DenseIndexConfig, build_dense_index, save_dense_index
+from grasp.corpus.dense import (
+    DenseIndexConfig,
+    VectorFile,
+    build_dense_index,
+    save_dense_index,
+)
 from grasp.corpus.encoder import DenseEncoder, EncoderConfig
 from grasp.corpus.manifest import (
+    MANIFEST_FILE,
+    IndexCorruptError,
     IndexDirectoryError,
     IndexMissingError,
     Manifest,
@@ -48,6 +69,14 @@ log = logging.getLogger(__name__)
 EMBEDDINGS_FILE = "embeddings.npy"
 DENSE_FILE = "dense.faiss"
 BM25_DIR = "bm25"
+SHARD_DIR = "shards"
+EMBEDDINGS_KEY = "embeddings.key"
+DENSE_KEY = "dense.key"
+BM25_KEY = "bm25.key"
+STAGE_KEYS = (EMBEDDINGS_KEY, DENSE_KEY, BM25_KEY)
+
+StageListener = Callable[[str], None]
+"""Told the name of each build stage (``corpus``, ``sentence/encode``...) as it starts."""
 
 
 @dataclass
@@ -57,7 +86,7 @@ class IndexConfig:
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     """Dense encoder for documents and queries."""
     dense: DenseIndexConfig = field(default_factory=DenseIndexConfig)
-    """FAISS index type and search parameters."""
+    """FAISS index type (the vectors' storage) and search parameters."""
     bm25: BM25Config = field(default_factory=BM25Config)
     """BM25 scoring and tokenization."""
     granularities: list[str] = field(default_factory=lambda: ["sentence", "paragraph"])
@@ -65,9 +94,16 @@ class IndexConfig:
     prepend_title: bool = True
     """Index each sentence as "title: sentence" (the reader still sees the bare sentence)."""
     shard_size: int = 50_000
-    """Texts encoded per resumable shard."""
+    """Texts per resumable encoding shard, and per BM25 tokenization batch."""
     verify: str = "checksum"
     """On load: checksum (read every file) or size (faster for very large indexes)."""
+    remote_url: str | None = None
+    """URL of a retrieval service (scripts/serve_retrieval.py) to search instead of loading
+    the index in this process, e.g. http://host:8000; None: load the index directory here."""
+    remote_timeout_s: float = 60.0
+    """Seconds one request to the retrieval service may take before it is retried."""
+    remote_retries: int = 5
+    """Retries of a request that found the service unreachable or failing (5xx), with backoff."""
 
     def build_fields(self) -> dict[str, Any]:
         """The settings that change what is built (not how it is searched)."""
@@ -99,18 +135,65 @@ def config_from_manifest(build_fields: dict[str, Any]) -> IndexConfig:
     return config
 
 
+@dataclass
+class StageKeys:
+    """What each stage's output of one granularity depends on, as hashes."""
+
+    vectors: str
+    """Corpus, granularity, encoder and title prefix: ``embeddings.npy``."""
+    dense: str
+    """The vectors and the FAISS settings: ``dense.faiss``."""
+    bm25: str
+    """Corpus, granularity, BM25 settings and title prefix: ``bm25/``."""
+
+    @classmethod
+    def of(cls, fingerprint: str, granularity: Granularity, config: IndexConfig) -> StageKeys:
+        fields = config.build_fields()
+        unit = {"corpus": fingerprint, "granularity": granularity.value}
+        texts = {**unit, "prepend_title": config.prepend_title}
+        vectors = stable_hash({**texts, "encoder": fields["encoder"]})
+        return cls(
+            vectors=vectors,
+            dense=stable_hash({"vectors": vectors, "dense": fields["dense"]}),
+            bm25=stable_hash({**texts, "bm25": fields["bm25"]}),
+        )
+
+
+class _Stages:
+    """Seconds spent in each build stage; tells an optional listener as each one starts."""
+
+    def __init__(self, listener: StageListener | None) -> None:
+        self.listener = listener
+        self.timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.listener is not None:
+            self.listener(name)
+        start = time.perf_counter()
+        yield
+        self.timings[name] = time.perf_counter() - start
+
+
 def build_index(
-    questions: Sequence[Question],
+    questions: Iterable[Question],
     config: IndexConfig,
     directory: Path,
     source: dict[str, Any] | None = None,
+    on_stage: StageListener | None = None,
 ) -> Manifest:
-    """Build (or reuse, or resume) the index of ``questions`` in ``directory``."""
+    """Build (or reuse, or resume) the index of ``questions`` in ``directory``.
+
+    ``questions`` is read once and may be a generator. ``on_stage`` is called with each
+    stage's name as it starts (benchmarks use it to attribute time and memory).
+    """
     directory = Path(directory)
     granularities = [Granularity(g) for g in config.granularities]
     started = time.perf_counter()
-    corpus = SentenceCorpus.from_questions(questions)
-    fingerprint = corpus.fingerprint()
+    stages = _Stages(on_stage)
+    with stages("corpus"):
+        corpus = SentenceCorpus.from_questions(questions)
+        fingerprint = corpus.fingerprint()
     build_key = stable_hash({"corpus": fingerprint, "config": config.build_fields()})
     reused = _reusable(directory, build_key, config)
     if reused is not None:
@@ -118,35 +201,34 @@ def build_index(
         return reused
     directory.mkdir(parents=True, exist_ok=True)
     # Whatever happens next, a stale manifest must not vouch for a half-rebuilt directory.
-    (directory / "manifest.json").unlink(missing_ok=True)
-    timings = {"corpus": time.perf_counter() - started}
-    files = corpus.save(directory / "corpus")
-    encoder: DenseEncoder | None = None
+    (directory / MANIFEST_FILE).unlink(missing_ok=True)
+    with stages("corpus/save"):
+        files = corpus.save(directory / "corpus")
     dimension = 0
+    encoder: DenseEncoder | None = None
     for granularity in granularities:
         unit_dir = directory / granularity.value
         unit_dir.mkdir(exist_ok=True)
-        embeddings_key = stable_hash(
-            {"corpus": fingerprint, "granularity": granularity.value, **config.build_fields()}
-        )
-        t0 = time.perf_counter()
-        if not _embeddings_current(unit_dir, embeddings_key):
-            encoder = encoder or DenseEncoder(config.encoder)
-            encode_units(corpus, granularity, config, encoder, unit_dir, embeddings_key)
-        timings[f"{granularity}/encode"] = time.perf_counter() - t0
-        vectors = np.load(unit_dir / EMBEDDINGS_FILE, mmap_mode="r")
-        dimension = int(vectors.shape[1])
-        t0 = time.perf_counter()
-        save_dense_index(build_dense_index(vectors, config.dense), unit_dir / DENSE_FILE)
-        timings[f"{granularity}/dense_index"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        texts = corpus.unit_texts(granularity, config.prepend_title)
-        keyword = KeywordIndex.build(texts, config.bm25)
-        shutil.rmtree(unit_dir / BM25_DIR, ignore_errors=True)
-        files += keyword.save(unit_dir / BM25_DIR)
-        timings[f"{granularity}/bm25_index"] = time.perf_counter() - t0
+        keys = StageKeys.of(fingerprint, granularity, config)
+        with stages(f"{granularity}/encode"):
+            if not _stage_current(unit_dir, EMBEDDINGS_KEY, keys.vectors, EMBEDDINGS_FILE):
+                encoder = encoder or DenseEncoder(config.encoder)
+                encode_units(corpus, granularity, config, encoder, unit_dir, keys.vectors)
+        vectors = VectorFile(unit_dir / EMBEDDINGS_FILE)
+        dimension = vectors.shape[1]
+        with stages(f"{granularity}/dense_index"):
+            if not _stage_current(unit_dir, DENSE_KEY, keys.dense, DENSE_FILE):
+                (unit_dir / DENSE_KEY).unlink(missing_ok=True)
+                save_dense_index(build_dense_index(vectors, config.dense), unit_dir / DENSE_FILE)
+                (unit_dir / DENSE_KEY).write_text(keys.dense)
+        with stages(f"{granularity}/bm25_index"):
+            if not _stage_current(unit_dir, BM25_KEY, keys.bm25, BM25_DIR):
+                build_keyword_index(corpus, granularity, config, unit_dir, keys.bm25)
         files += [unit_dir / EMBEDDINGS_FILE, unit_dir / DENSE_FILE]
-    timings["total"] = time.perf_counter() - started
+        files += sorted(p for p in (unit_dir / BM25_DIR).iterdir() if p.is_file())
+    with stages("checksums"):
+        described = describe_files(directory, files)
+    stages.timings["total"] = time.perf_counter() - started
     manifest = Manifest(
         build_key=build_key,
         config=config.build_fields(),
@@ -158,12 +240,28 @@ def build_index(
             "source": source or {},
         },
         dimension=dimension,
-        files=describe_files(directory, files),
+        files=described,
         versions=library_versions(),
-        timings=timings,
+        timings=stages.timings,
     )
     manifest.write(directory)
     return manifest
+
+
+def build_keyword_index(
+    corpus: SentenceCorpus, granularity: Granularity, config: IndexConfig, unit_dir: Path, key: str
+) -> Path:
+    """Build the bm25s index of every unit into ``unit_dir/bm25``, texts streamed in batches."""
+    (unit_dir / BM25_KEY).unlink(missing_ok=True)
+    texts = corpus.unit_texts(granularity, config.prepend_title, batch_size=config.shard_size)
+    keyword = KeywordIndex.build(texts, config.bm25)
+    output, tmp = unit_dir / BM25_DIR, unit_dir / (BM25_DIR + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    keyword.save(tmp)
+    shutil.rmtree(output, ignore_errors=True)
+    os.replace(tmp, output)
+    (unit_dir / BM25_KEY).write_text(key)
+    return output
 
 
 def encode_units(
@@ -174,38 +272,36 @@ def encode_units(
     unit_dir: Path,
     embeddings_key: str,
 ) -> Path:
-    """Encode every unit into ``unit_dir/embeddings.npy``, one resumable shard at a time."""
-    shard_dir = unit_dir / "shards"
+    """Encode every unit into ``unit_dir/embeddings.npy``, one resumable shard at a time.
+
+    A shard finished by an earlier, interrupted run (its file and checksum both written) is
+    not encoded again. Shards are checked (size, shape, checksum) before they are used; one
+    that fails raises IndexCorruptError naming it.
+    """
+    (unit_dir / EMBEDDINGS_KEY).unlink(missing_ok=True)
+    shard_dir = unit_dir / SHARD_DIR
     key_file = shard_dir / "key"
     if shard_dir.exists() and (not key_file.exists() or key_file.read_text() != embeddings_key):
         shutil.rmtree(shard_dir)  # shards of another corpus or encoder: useless here
     shard_dir.mkdir(parents=True, exist_ok=True)
     key_file.write_text(embeddings_key)
     total = corpus.num_units(granularity)
-    shard_paths = []
+    shards: list[tuple[Path, int]] = []
     texts = corpus.unit_texts(granularity, config.prepend_title, batch_size=config.shard_size)
     with tqdm(total=total, desc=f"encode {granularity}s", unit="text") as progress:
         for number, shard_texts in enumerate(texts):
             path = shard_dir / f"{number:05d}.npy"
-            shard_paths.append(path)
-            if path.exists():
+            shards.append((path, len(shard_texts)))
+            if path.exists() and _checksum_path(path).exists():
+                # A truncated shard fails now, not after the remaining shards are encoded.
+                shard = VectorFile(path)
+                _check_shard(path, shard.shape, shard.dtype, len(shard_texts), encoder.dimension)
                 progress.update(len(shard_texts))
                 continue
-            _save_atomic(path, _encode_sorted(encoder, shard_texts, progress))
+            _save_shard(path, _encode_sorted(encoder, shard_texts, progress))
     output = unit_dir / EMBEDDINGS_FILE
-    tmp = unit_dir / (EMBEDDINGS_FILE + ".tmp")
-    merged = np.lib.format.open_memmap(
-        tmp, mode="w+", dtype=np.float32, shape=(total, encoder.dimension)
-    )
-    row = 0
-    for path in shard_paths:
-        shard = np.load(path, mmap_mode="r")
-        merged[row : row + len(shard)] = shard
-        row += len(shard)
-    merged.flush()
-    del merged
-    os.replace(tmp, output)
-    (unit_dir / "embeddings.key").write_text(embeddings_key)
+    _merge_shards(shards, encoder.dimension, output)
+    (unit_dir / EMBEDDINGS_KEY).write_text(embeddings_key)
     shutil.rmtree(shard_dir)
     return output
 
@@ -214,40 +310,98 @@ def _encode_sorted(encoder: DenseEncoder, texts: list[str], progress: tqdm) -> n
     """[len(texts), dim] vectors, encoded shortest first: batches of similar length pad less."""
     order = np.argsort([len(text) for text in texts], kind="stable")
     vectors = np.empty((len(texts), encoder.dimension), dtype=np.float32)
-    for start in range(0, len(texts), 2048):
-        rows = order[start : start + 2048]
+    step = encoder.config.batch_size
+    for start in range(0, len(texts), step):
+        rows = order[start : start + step]
         vectors[rows] = encoder.encode_documents([texts[i] for i in rows])
         progress.update(len(rows))
     return vectors
 
 
-def _save_atomic(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def _checksum_path(shard: Path) -> Path:
+    return shard.with_name(shard.name + ".sha256")
+
+
+def _save_shard(path: Path, vectors: np.ndarray) -> None:
+    """Write a shard atomically, then its checksum: a shard counts as done once both exist."""
+    buffer = io.BytesIO()
+    np.save(buffer, vectors)
+    data = buffer.getvalue()
+    for target, content in ((path, data), (_checksum_path(path), _sha256(data).encode())):
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, target)
+
+
+def _merge_shards(shards: list[tuple[Path, int]], dim: int, output: Path) -> None:
+    """Append the shards' rows to one ``.npy`` file, one shard in memory at a time."""
+    total = sum(rows for _, rows in shards)
+    tmp = output.with_name(output.name + ".tmp")
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32))}
+    header |= {"fortran_order": False, "shape": (total, dim)}
     with tmp.open("wb") as handle:
-        np.save(handle, array)
-    os.replace(tmp, path)
+        np.lib.format.write_array_header_1_0(handle, header)
+        for path, rows in shards:
+            handle.write(_read_shard(path, rows, dim).tobytes())
+    os.replace(tmp, output)
 
 
-def _embeddings_current(unit_dir: Path, key: str) -> bool:
-    key_file = unit_dir / "embeddings.key"
-    return (
-        (unit_dir / EMBEDDINGS_FILE).exists() and key_file.exists() and key_file.read_text() == key
-    )
+def _read_shard(path: Path, rows: int, dim: int) -> np.ndarray:
+    """A shard's [rows, dim] float32 vectors, after checking its checksum, shape and type."""
+    data = path.read_bytes()
+    expected = _checksum_path(path).read_text().strip()
+    if _sha256(data) != expected:
+        raise IndexCorruptError(
+            f"encoding shard {path} does not match its checksum (corrupted): delete it "
+            "and its .sha256 file, then run the build again to encode that shard anew"
+        )
+    vectors = np.load(io.BytesIO(data))
+    _check_shard(path, vectors.shape, vectors.dtype, rows, dim)
+    return vectors
+
+
+def _check_shard(path: Path, shape: tuple, dtype: np.dtype, rows: int, dim: int) -> None:
+    if tuple(shape) != (rows, dim) or dtype != np.float32:
+        raise IndexCorruptError(
+            f"encoding shard {path} holds {dtype} {tuple(shape)}, expected float32 "
+            f"{(rows, dim)}: delete it and its .sha256 file, then run the build again"
+        )
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _stage_current(unit_dir: Path, key_name: str, key: str, output: str) -> bool:
+    """Whether a stage's output exists and was built from the inputs that ``key`` names."""
+    key_file = unit_dir / key_name
+    return (unit_dir / output).exists() and key_file.exists() and key_file.read_text() == key
 
 
 def _reusable(directory: Path, build_key: str, config: IndexConfig) -> Manifest | None:
+    """The manifest of a complete, intact build of ``build_key`` in ``directory``, or None.
+
+    When the directory holds a complete build whose files no longer match their checksums,
+    its stage keys are removed too: no stage output of that directory is trusted again.
+    """
     try:
         manifest = Manifest.read(directory)
     except IndexMissingError:
         return None
     except IndexDirectoryError as error:
         log.warning("rebuilding %s: %s", directory, error)
-        return None
-    if manifest.build_key != build_key:
+        _forget_stages(directory)
         return None
     try:
         manifest.verify_files(directory, checksums=config.verify == "checksum")
     except IndexDirectoryError as error:
-        log.warning("rebuilding %s: %s", directory, error)
+        log.warning("rebuilding %s from scratch: %s", directory, error)
+        _forget_stages(directory)
         return None
-    return manifest
+    return manifest if manifest.build_key == build_key else None
+
+
+def _forget_stages(directory: Path) -> None:
+    for key_name in STAGE_KEYS:
+        for key_file in directory.glob(f"*/{key_name}"):
+            key_file.unlink()

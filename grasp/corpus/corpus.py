@@ -17,6 +17,7 @@ per-question distractor scope and for mapping gold paragraphs to paragraph ids.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ SENTENCES_FILE = "sentences.parquet"
 PARAGRAPHS_FILE = "paragraphs.parquet"
 QUESTIONS_FILE = "questions.parquet"
 CORPUS_FILES = (SENTENCES_FILE, PARAGRAPHS_FILE, QUESTIONS_FILE)
+ARROW_CHUNK = 65_536
+"""Sentences gathered as Python strings before they move into an Arrow array."""
 
 
 def paragraph_hash(title: str, sentences: Sequence[str]) -> bytes:
@@ -75,17 +78,24 @@ class SentenceCorpus:
 
     @classmethod
     def from_questions(cls, questions: Iterable[Question]) -> SentenceCorpus:
-        """Pool the paragraphs of ``questions`` into one de-duplicated corpus."""
+        """Pool the paragraphs of ``questions`` into one de-duplicated corpus.
+
+        ``questions`` may be a generator: it is read once. Sentences move into Arrow arrays
+        every ``ARROW_CHUNK`` sentences and ids are kept in typed arrays, so the memory used
+        is the corpus itself plus one chunk of Python strings and the paragraph hash table.
+        """
+        text_chunks: list[pa.Array] = []
         texts: list[str] = []
-        sentence_pid: list[int] = []
+        num_sentences = 0
+        sentence_pid = array("i")
         titles: list[str] = []
-        first: list[int] = []
-        counts: list[int] = []
+        first = array("q")
+        counts = array("i")
         hashes: list[bytes] = []
         hash_to_pid: dict[bytes, int] = {}
         question_ids: list[str] = []
-        offsets = [0]
-        question_pids: list[int] = []
+        offsets = array("q", [0])
+        question_pids = array("i")
         for question in questions:
             question_ids.append(question.question_id)
             for paragraph in question.paragraphs:
@@ -95,23 +105,28 @@ class SentenceCorpus:
                     pid = len(titles)
                     hash_to_pid[digest] = pid
                     titles.append(paragraph.title)
-                    first.append(len(texts))
+                    first.append(num_sentences)
                     counts.append(len(paragraph.sentences))
                     hashes.append(digest)
                     texts.extend(paragraph.sentences)
+                    num_sentences += len(paragraph.sentences)
                     sentence_pid.extend([pid] * len(paragraph.sentences))
+                    if len(texts) >= ARROW_CHUNK:
+                        text_chunks.append(pa.array(texts, type=pa.large_string()))
+                        texts = []
                 question_pids.append(pid)
             offsets.append(len(question_pids))
+        text_chunks.append(pa.array(texts, type=pa.large_string()))
         corpus = cls(
-            sentence_text=pa.array(texts, type=pa.large_string()),
-            sentence_paragraph_id=np.asarray(sentence_pid, dtype=np.int32),
+            sentence_text=pa.concat_arrays(text_chunks),
+            sentence_paragraph_id=np.frombuffer(sentence_pid, dtype=np.int32).copy(),
             paragraph_title=pa.array(titles, type=pa.large_string()),
-            paragraph_first_sentence=np.asarray(first, dtype=np.int64),
-            paragraph_num_sentences=np.asarray(counts, dtype=np.int32),
+            paragraph_first_sentence=np.frombuffer(first, dtype=np.int64).copy(),
+            paragraph_num_sentences=np.frombuffer(counts, dtype=np.int32).copy(),
             paragraph_hash=pa.array(hashes, type=pa.binary(16)),
             question_ids=pa.array(question_ids, type=pa.large_string()),
-            question_offsets=np.asarray(offsets, dtype=np.int64),
-            question_paragraph_ids=np.asarray(question_pids, dtype=np.int32),
+            question_offsets=np.frombuffer(offsets, dtype=np.int64).copy(),
+            question_paragraph_ids=np.frombuffer(question_pids, dtype=np.int32).copy(),
         )
         corpus._hash_to_paragraph = hash_to_pid
         return corpus

@@ -2,16 +2,28 @@
 
 The index type is a FAISS factory string (``Flat``, ``HNSW32``, ``IVF1024,Flat``,
 ``IVF4096,PQ48``, ``SQfp16``...), the vocabulary FAISS users already know. Vectors are
-L2-normalized, so inner product is cosine similarity.
+L2-normalized, so inner product is cosine similarity. The factory string is also the storage
+choice: ``Flat`` keeps float32 vectors (4 bytes per dimension), ``SQfp16`` float16 (2),
+``PQ48`` 48 bytes per vector whatever the dimension; ``scripts/bench_build.py`` measures what
+each costs in recall against exact search.
+
+Indexes are built from a ``VectorFile`` (the ``.npy`` matrix on disk, read a block at a time)
+or from an array: a bounded sample trains the quantizers, then vectors are added a block at a
+time, so only the index itself grows with the corpus.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
+
+from grasp.corpus.manifest import IndexCorruptError
+
+VECTOR_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 @dataclass
@@ -30,20 +42,99 @@ class DenseIndexConfig:
     """Move the index to the GPUs when faiss-gpu is installed (a clear error otherwise)."""
 
 
-def build_dense_index(
-    vectors: np.ndarray, config: DenseIndexConfig, add_batch: int = 65_536
-) -> faiss.Index:
-    """Build an index over ``vectors`` [num_units, dim] (float32 or float16, memmap is fine).
+class VectorFile:
+    """A 2-D ``.npy`` matrix on disk, read by rows with plain reads instead of a memory map.
 
-    Vectors are added in batches so that a memory-mapped matrix is never copied whole.
+    Reading a 10 GB matrix block by block then costs one block of memory, and the pages read
+    are not counted in the process RSS as a memory map's would be. Slicing (``vectors[a:b]``)
+    and sorted row arrays (``vectors[rows]``) return float32 arrays, like a NumPy matrix.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with self.path.open("rb") as handle:
+            try:
+                version = np.lib.format.read_magic(handle)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran_order, dtype = read_header(handle)
+            except ValueError as error:
+                raise IndexCorruptError(f"{self.path} is not a .npy matrix: {error}") from error
+            self.offset = handle.tell()
+        if len(shape) != 2 or fortran_order or dtype not in VECTOR_DTYPES:
+            raise IndexCorruptError(
+                f"{self.path} holds a {dtype} array of shape {shape}"
+                f"{' (Fortran order)' if fortran_order else ''}; expected a C-order "
+                "[units, dim] float32 or float16 matrix"
+            )
+        self.shape: tuple[int, int] = (int(shape[0]), int(shape[1]))
+        self.dtype = dtype
+        self.row_bytes = self.shape[1] * dtype.itemsize
+        expected = self.offset + self.shape[0] * self.row_bytes
+        actual = self.path.stat().st_size
+        if actual != expected:
+            raise IndexCorruptError(
+                f"{self.path} has {actual} bytes; its header ({self.shape[0]} x {self.shape[1]} "
+                f"{dtype}) needs {expected} (truncated or overwritten)"
+            )
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: slice | np.ndarray) -> np.ndarray:
+        """float32 rows: ``key`` is a slice with step 1, or an ascending array of row ids."""
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step != 1:
+                raise ValueError("VectorFile slices must have step 1")
+            return self._read(start, max(start, stop))
+        rows = np.asarray(key, dtype=np.int64)
+        out = np.empty((len(rows), self.shape[1]), dtype=np.float32)
+        with self.path.open("rb") as handle:
+            for i, row in enumerate(rows.tolist()):
+                data = os.pread(handle.fileno(), self.row_bytes, self.offset + row * self.row_bytes)
+                out[i] = np.frombuffer(data, dtype=self.dtype)
+        return out
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset + start * self.row_bytes)
+            count = (stop - start) * self.shape[1]
+            block = np.fromfile(handle, dtype=self.dtype, count=count)
+        return block.reshape(stop - start, self.shape[1]).astype(np.float32, copy=False)
+
+
+def build_dense_index(
+    vectors: np.ndarray | VectorFile, config: DenseIndexConfig, add_batch: int = 65_536
+) -> faiss.Index:
+    """Build an index over ``vectors`` [num_units, dim] (float32 or float16).
+
+    A uniform sample of at most ``config.train_sample`` vectors trains IVF and PQ quantizers;
+    then vectors are added ``add_batch`` at a time, so neither a memory-mapped matrix nor a
+    ``VectorFile`` is ever read whole. Raises ValueError naming ``dense.factory`` when FAISS
+    cannot parse the factory string or train it on the vectors available.
     """
     num_units, dim = vectors.shape
-    index = faiss.index_factory(dim, config.factory, faiss.METRIC_INNER_PRODUCT)
+    try:
+        index = faiss.index_factory(dim, config.factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as error:
+        raise ValueError(
+            f"dense.factory={config.factory!r} is not a FAISS index: {error}"
+        ) from error
     if not index.is_trained:
         rng = np.random.default_rng(0)
         take = min(num_units, config.train_sample)
         rows = np.sort(rng.choice(num_units, size=take, replace=False))
-        index.train(np.ascontiguousarray(vectors[rows], dtype=np.float32))
+        try:
+            index.train(np.ascontiguousarray(vectors[rows], dtype=np.float32))
+        except RuntimeError as error:
+            raise ValueError(
+                f"dense.factory={config.factory!r} could not be trained on {take} vectors "
+                f"(dense.train_sample={config.train_sample}, {num_units} units): {error}"
+            ) from error
     for start in range(0, num_units, add_batch):
         index.add(np.ascontiguousarray(vectors[start : start + add_batch], dtype=np.float32))
     return index
@@ -68,7 +159,10 @@ def configure_search(index: faiss.Index, config: DenseIndexConfig) -> faiss.Inde
 
 
 def save_dense_index(index: faiss.Index, path: Path) -> None:
-    faiss.write_index(index, str(path))
+    """Write ``index`` to ``path`` atomically (a crash leaves the old file or none)."""
+    tmp = path.with_name(path.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, path)
 
 
 def load_dense_index(path: Path) -> faiss.Index:

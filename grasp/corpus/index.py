@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -38,6 +39,33 @@ RRF_DEPTH = 50
 """How deep into each ranking hybrid search fuses."""
 
 Scope = np.ndarray | None
+
+
+class SearchIndex(Protocol):
+    """What the environment and evaluation use of an index.
+
+    ``CorpusIndex`` (in this process) and ``grasp.serve.client.RemoteIndex`` (a retrieval
+    service over HTTP) both provide it; ``grasp.serve.client.open_index`` picks one from the
+    configuration.
+    """
+
+    corpus: SentenceCorpus
+    granularities: list[Granularity]
+
+    def search(
+        self,
+        queries: Sequence[str],
+        retriever: Retriever,
+        k: int = 5,
+        granularity: Granularity = Granularity.SENTENCE,
+        scopes: Sequence[Scope] | None = None,
+    ) -> list[list[Hit]]:
+        """Top-``k`` hits for each query, best first (see ``CorpusIndex.search``)."""
+        ...
+
+    def warm_up(self) -> SearchIndex:
+        """Make the first search as fast as the next ones; returns the index."""
+        ...
 
 
 class CorpusIndex:

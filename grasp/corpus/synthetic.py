@@ -3,7 +3,8 @@
 The bundled dev sets hold about 58.6k unique real sentences. Benchmarks that need 200k or 1M
 sentences extend them by splicing (``CORPUS_METHOD``), and extend real embeddings by mixing
 (``VECTOR_METHODS``), so that text statistics and vector geometry stay close to real data.
-Used by ``scripts/bench_retrieval.py``; nothing else in the package depends on it.
+Used by ``scripts/bench_retrieval.py`` and ``scripts/bench_build.py``; nothing else in the package
+depends on it.
 """
 
 from __future__ import annotations

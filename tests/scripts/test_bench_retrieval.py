@@ -68,7 +68,9 @@ def test_corpus_vectors_keep_the_real_rows_and_are_unit_norm(bench, method):
     rng = np.random.default_rng(1)
     base = rng.standard_normal((50, 64)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
-    vectors = synthetic.corpus_vectors(base, 175, synthetic.VectorMethod(method), sigma=0.01, seed=0)
+    vectors = synthetic.corpus_vectors(
+        base, 175, synthetic.VectorMethod(method), sigma=0.01, seed=0
+    )
     assert vectors.shape == (175, 64) and vectors.dtype == np.float32
     np.testing.assert_array_equal(vectors[:50], base)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

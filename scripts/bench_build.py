@@ -1,0 +1,401 @@
+"""Benchmark the streaming index build: time and memory per stage as the corpus grows, and what
+each dense storage costs in disk and recall.
+
+    python scripts/bench_build.py out=runs/bench_build.json        # 100k, 300k and 1M sentences
+    python scripts/bench_build.py sizes=[20000,50000] out=runs/bench_build-50k.json  # a quick look
+
+At each size, ``build_index`` itself indexes a corpus of that many sentences: the pooled
+corpus, MiniLM bf16 encoding in resumable shards, the FAISS index of the first storage of
+``storages`` (``Flat``: exact search, the reference) and the streamed bm25s index. Then every
+other storage is built by ``build_index`` in the same folder: it re-uses the vectors and the
+BM25 index and builds only the FAISS index. Reported per size, printed as one table and
+written to one JSON file (``out=``):
+
+- seconds per build stage (``corpus``: pooling the questions, which here includes generating
+  the spliced sentences, ``corpus/generate_s`` alone; ``corpus/save``; ``sentence/encode``;
+  ``sentence/dense_index``; ``sentence/bm25_index``; ``checksums``); sentences/s;
+- memory: the process RSS sampled every ``sample_interval_s`` in a thread; per stage its peak
+  and its growth over the RSS at the stage's start; the kernel's peak RSS of the process;
+- disk bytes per sentence of each part of the index, and of ``dense.faiss`` per storage;
+- per storage: recall@k against exact Flat search over ``queries`` real questions, FAISS
+  build seconds and RSS growth, batched search milliseconds per query;
+- BM25: matrix entries and vocabulary; with ``compare_bm25s``, the peak RSS growth and seconds
+  of building it from the saved corpus in a fresh process, streamed (``KeywordIndex.build``) and
+  the in-memory way (``bm25s.tokenize`` + ``BM25.index`` over all texts at once).
+
+``extrapolated`` continues every time and byte figure linearly through the two largest sizes
+to ``extrapolate_to`` sentences (3.6M: the pooled HotpotQA train set).
+
+Corpus (``CORPUS_METHOD``): the ~58.6k real sentences of the bundled dev sets, then spliced
+copies of them. Sizes run one after the other in this process, so absolute RSS also carries
+what earlier sizes left in the allocator; the growth per stage is the figure to compare.
+Timings mean something only on an otherwise idle machine (the JSON records the load average).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import faiss
+import hydra
+import numpy as np
+import psutil
+import torch
+from omegaconf import DictConfig
+
+from grasp.config import (
+    BenchBuildConfig,
+    DatasetConfig,
+    dataset_path,
+    register_configs,
+    to_dataclass,
+)
+from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, build_index
+from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE
+from grasp.corpus.dense import configure_search, load_dense_index
+from grasp.corpus.manifest import library_versions
+from grasp.corpus.synthetic import (
+    CORPUS_METHOD,
+    RealPool,
+    as_questions,
+    corpus_paragraphs,
+    load_real_pool,
+)
+from grasp.paths import REPO_ROOT
+from grasp.types import Granularity
+
+log = logging.getLogger("bench_build")
+register_configs()
+
+_BM25_PROBE = """
+import json, resource, sys, time
+from pathlib import Path
+import bm25s, psutil, Stemmer
+from grasp.corpus import BM25Config, KeywordIndex, SentenceCorpus
+from grasp.types import Granularity
+corpus = SentenceCorpus.load(Path(sys.argv[1]))
+settings = json.loads(sys.argv[3])
+prepend_title = settings.pop("prepend_title")
+config = BM25Config(**settings)
+batches = corpus.unit_texts(Granularity.SENTENCE, prepend_title, batch_size=50_000)
+before = psutil.Process().memory_info().rss
+try:  # restart the kernel's peak-RSS mark (VmHWM), so that loading the corpus is not counted
+    Path("/proc/self/clear_refs").write_text("5")
+except OSError:
+    pass
+start = time.perf_counter()
+if sys.argv[2] == "streamed":
+    index = KeywordIndex.build(batches, config)
+else:
+    texts = [text for batch in batches for text in batch]
+    stemmer = Stemmer.Stemmer(config.stemmer) if config.stemmer else None
+    tokens = bm25s.tokenize(texts, stopwords=config.stopwords or None, stemmer=stemmer,
+                            show_progress=False)
+    index = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
+    index.index(tokens, show_progress=False)
+seconds = time.perf_counter() - start
+status = Path("/proc/self/status")
+hwm = [line for line in status.read_text().splitlines() if line.startswith("VmHWM:")]
+peak = int(hwm[0].split()[1]) * 1024 if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"peak_growth_bytes": peak - before, "seconds": seconds}))
+"""
+"""Run in a fresh process: peak RSS of building the BM25 index of a saved corpus, streamed
+(``KeywordIndex.build``) or in memory (``bm25s.tokenize`` + ``BM25.index`` over all texts), over
+the RSS once the corpus is loaded (the kernel's peak mark is reset then, where Linux allows)."""
+
+EXACT = "Flat"
+"""The storage every other one is compared with."""
+UNIT = Granularity.SENTENCE
+
+
+class RssSampler:
+    """The process RSS, sampled in a thread; the peak is kept per stage.
+
+    ``enter(name)`` closes the current stage and opens the next (None: none); pass it as
+    ``build_index(..., on_stage=sampler.enter)``. Use as a context manager.
+    """
+
+    def __init__(self, interval_s: float) -> None:
+        self._process = psutil.Process()
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._stage: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.start_rss: dict[str, int] = {}
+        """RSS in bytes as each stage started."""
+        self.peak_rss: dict[str, int] = {}
+        """Largest RSS in bytes seen during each stage."""
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.enter(None)
+        self._stop.set()
+        self._thread.join()
+
+    def enter(self, stage: str | None) -> None:
+        rss = self._process.memory_info().rss
+        with self._lock:
+            self._record(rss)
+            self._stage = stage
+            if stage is not None:
+                self.start_rss[stage] = self.peak_rss[stage] = rss
+
+    def growth(self, stage: str) -> int:
+        """Peak RSS during ``stage`` minus the RSS as it started, in bytes."""
+        return self.peak_rss[stage] - self.start_rss[stage]
+
+    def _record(self, rss: int) -> None:
+        if self._stage is not None:
+            self.peak_rss[self._stage] = max(self.peak_rss[self._stage], rss)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            rss = self._process.memory_info().rss
+            with self._lock:
+                self._record(rss)
+
+
+def recall_at_k(approx_ids: np.ndarray, exact_ids: np.ndarray) -> float:
+    """Mean over queries of |approx top-k & exact top-k| / k; both [num_queries, k]."""
+    hits = [
+        len(set(a[a >= 0].tolist()) & set(e.tolist()))
+        for a, e in zip(approx_ids, exact_ids, strict=True)
+    ]
+    return float(np.mean(hits) / exact_ids.shape[1])
+
+
+def with_storage(index: IndexConfig, factory: str) -> IndexConfig:
+    return replace(index, dense=replace(index.dense, factory=factory))
+
+
+# ---------------------------------------------------------------------- measurements
+
+
+def record_build(manifest_timings: dict[str, float], sampler: RssSampler, size: int) -> dict:
+    """Seconds and RSS (peak, growth) of every stage of the first, complete build."""
+    metrics: dict[str, float] = {}
+    for stage, seconds in manifest_timings.items():
+        metrics[f"time/{stage}_s"] = seconds
+        if stage in sampler.peak_rss:
+            metrics[f"rss/{stage}/peak_bytes"] = sampler.peak_rss[stage]
+            metrics[f"rss/{stage}/growth_bytes"] = sampler.growth(stage)
+    metrics["rss/build_peak_bytes"] = max(sampler.peak_rss.values())
+    metrics["throughput/encode_sentences_per_s"] = size / manifest_timings[f"{UNIT}/encode"]
+    metrics["throughput/build_sentences_per_s"] = size / manifest_timings["total"]
+    return metrics
+
+
+def disk_metrics(directory: Path, size: int) -> dict[str, float]:
+    """Bytes per sentence of the corpus, the vectors and the BM25 index on disk."""
+    unit_dir = directory / UNIT.value
+    parts = {
+        "corpus": sum(p.stat().st_size for p in (directory / "corpus").iterdir()),
+        "embeddings": (unit_dir / EMBEDDINGS_FILE).stat().st_size,
+        "bm25": sum(p.stat().st_size for p in (unit_dir / BM25_DIR).iterdir()),
+    }
+    return {f"disk/{name}_bytes_per_sentence": value / size for name, value in parts.items()}
+
+
+def search_storage(
+    directory: Path, index: IndexConfig, query_vectors: np.ndarray, k: int
+) -> tuple[np.ndarray, float]:
+    """Top-k ids [num_queries, k] of the built FAISS index, and ms per query of one batch."""
+    dense = configure_search(load_dense_index(directory / UNIT.value / DENSE_FILE), index.dense)
+    dense.search(query_vectors[:4], k)
+    start = time.perf_counter()
+    _, ids = dense.search(query_vectors, k)
+    return ids, (time.perf_counter() - start) * 1000 / len(query_vectors)
+
+
+def bm25_metrics(directory: Path, config: BenchBuildConfig, size: int) -> dict[str, float]:
+    """Entries and vocabulary of the built BM25 index; both ways of building it, each measured
+    in a fresh process (``_BM25_PROBE``) if ``compare_bm25s``."""
+    keyword = KeywordIndex.load(directory / UNIT.value / BM25_DIR, config.index.bm25)
+    metrics = {
+        "bm25/entries_per_sentence": keyword.retriever.scores["data"].size / size,
+        "bm25/vocabulary": len(keyword.retriever.vocab_dict),
+    }
+    del keyword
+    if not config.compare_bm25s:
+        return metrics
+    for way in ("streamed", "in_memory"):
+        settings = json.dumps(
+            {**asdict(config.index.bm25), "prepend_title": config.index.prepend_title}
+        )
+        command = [sys.executable, "-c", _BM25_PROBE, str(directory / "corpus"), way, settings]
+        probe = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+        if probe.returncode != 0:
+            raise RuntimeError(f"BM25 probe failed ({probe.returncode}): {probe.stderr[-2000:]}")
+        result = json.loads(probe.stdout.strip().splitlines()[-1])
+        metrics[f"bm25_fresh_process/{way}/peak_growth_bytes"] = result["peak_growth_bytes"]
+        metrics[f"bm25_fresh_process/{way}/build_s"] = result["seconds"]
+    return metrics
+
+
+def bench_size(
+    size: int, pool: RealPool, config: BenchBuildConfig, query_vectors: np.ndarray, work_dir: Path
+) -> dict[str, float]:
+    """Build at one size with every storage; time, memory, disk and recall."""
+    start = time.perf_counter()
+    count = sum(len(p.sentences) for p in corpus_paragraphs(pool, size, config.seed))
+    metrics: dict[str, float] = {
+        "corpus/sentences": count,
+        "corpus/real_fraction": min(size, pool.num_sentences) / size,
+        "corpus/generate_s": time.perf_counter() - start,
+    }
+    directory = work_dir / f"index-{size}"
+    exact_ids = None
+    for storage in config.storages:
+        index = with_storage(config.index, storage)
+        log.info("[%d] build_index with dense.factory=%s", size, storage)
+        questions = as_questions(corpus_paragraphs(pool, size, config.seed))
+        with RssSampler(config.sample_interval_s) as sampler:
+            manifest = build_index(
+                questions, index, directory, source={"benchmark": "build"}, on_stage=sampler.enter
+            )
+        if exact_ids is None:
+            metrics["corpus/paragraphs"] = manifest.corpus["num_paragraphs"]
+            metrics.update(record_build(manifest.timings, sampler, size))
+            metrics.update(disk_metrics(directory, size))
+        ids, ms = search_storage(directory, index, query_vectors, config.k)
+        exact_ids = ids if exact_ids is None else exact_ids
+        dense_bytes = (directory / UNIT.value / DENSE_FILE).stat().st_size
+        stage = f"{UNIT}/dense_index"
+        metrics.update(
+            {
+                f"storage/{storage}/recall@{config.k}": recall_at_k(ids, exact_ids),
+                f"storage/{storage}/disk_bytes_per_sentence": dense_bytes / size,
+                f"storage/{storage}/build_s": manifest.timings[stage],
+                f"storage/{storage}/rss_growth_bytes": sampler.growth(stage),
+                f"storage/{storage}/search_ms_per_query": ms,
+            }
+        )
+    log.info("[%d] bm25 figures", size)
+    metrics.update(bm25_metrics(directory, config, size))
+    metrics["process/peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    metrics["process/elapsed_s"] = time.perf_counter() - start
+    shutil.rmtree(directory)
+    log.info("[%d] done in %.0f s", size, metrics["process/elapsed_s"])
+    return metrics
+
+
+def extrapolate(
+    results: dict[int, dict[str, float]], sizes: Sequence[int], target: int
+) -> dict[str, float]:
+    """Every ``_s`` and ``_bytes`` figure, linear through the two largest sizes, at ``target``."""
+    if len(sizes) < 2:
+        return {}
+    small, large = sizes[-2], sizes[-1]
+    estimates = {}
+    for name, value in results[large].items():
+        if name.endswith(("_s", "_bytes")) and name in results[small]:
+            slope = (value - results[small][name]) / (large - small)
+            estimates[name] = value + slope * (target - large)
+    return estimates
+
+
+# ---------------------------------------------------------------------- report
+
+
+def _format(value: float) -> str:
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """Each metric as a row; each size, then the extrapolation, as a column."""
+    sizes = report["sizes"]
+    columns = [report["results"][str(size)] for size in sizes]
+    headers = [f"{size:,}" for size in sizes]
+    if report["extrapolated"]:
+        columns.append(report["extrapolated"])
+        headers.append(f"~{report['extrapolate_to']:,}")
+    names = sorted({name for column in columns for name in column})
+    width = max(len(name) for name in names) + 2
+    print(f"\n{'metric':<{width}}" + "".join(f"{h:>16}" for h in headers))
+    for name in names:
+        cells = [_format(c[name]) if name in c else "-" for c in columns]
+        print(f"{name:<{width}}" + "".join(f"{cell:>16}" for cell in cells))
+    print(f"\n(~ column: linear through the two largest sizes; total {report['runtime_s']:.0f} s)")
+
+
+def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
+    """Build at every size; returns the JSON report."""
+    sizes = list(config.sizes)
+    if not sizes or sizes != sorted(sizes) or sizes[0] < 1:
+        raise ValueError(f"sizes must be positive and ascending, got {sizes}")
+    if not config.storages or config.storages[0] != EXACT:
+        raise ValueError(
+            f"storages must start with {EXACT!r} (the reference), got {config.storages}"
+        )
+    if config.index.granularities != [UNIT.value]:
+        raise ValueError(f"index.granularities must be [{UNIT}], got {config.index.granularities}")
+    started, load_before = time.perf_counter(), os.getloadavg()
+    paths = [dataset_path(DatasetConfig(name=name), config.split) for name in config.datasets]
+    pool = load_real_pool(paths, config.seed)
+    queries = pool.questions[: config.queries]
+    log.info("%d real sentences; %d queries", pool.num_sentences, len(queries))
+    query_vectors = DenseEncoder(config.index.encoder).encode_queries(queries)
+    with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="bench-build-") as tmp:
+        results = {size: bench_size(size, pool, config, query_vectors, Path(tmp)) for size in sizes}
+    return {
+        "sizes": sizes,
+        "results": {str(size): metrics for size, metrics in results.items()},
+        "extrapolate_to": config.extrapolate_to,
+        "extrapolated": extrapolate(results, sizes, config.extrapolate_to),
+        "corpus_method": CORPUS_METHOD,
+        "real_sentences": pool.num_sentences,
+        "queries": {
+            "source": "real dev questions, de-duplicated, shuffled (seed)",
+            "count": len(queries),
+        },
+        "environment": {
+            "cores": len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(),
+            "load_average_1_5_15_min": {"start": load_before, "end": os.getloadavg()},
+            "torch_threads": torch.get_num_threads(),
+            "faiss_threads": faiss.omp_get_max_threads(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "versions": library_versions(),
+        },
+        "config": asdict(config),
+        "runtime_s": time.perf_counter() - started,
+    }
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="bench_build")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, BenchBuildConfig)
+    report = run_benchmark(config)
+    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_build.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print_table(report)
+    log.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    main()

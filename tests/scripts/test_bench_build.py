@@ -1,0 +1,103 @@
+"""Tests of scripts/bench_build.py: the RSS sampler, the extrapolation, and a whole run at 300 +
+600 sentences.
+
+The script is loaded from its file (scripts are not a package). The whole run encodes 900 real
+sentences with MiniLM, so it is marked slow.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from grasp.config import BenchBuildConfig
+from grasp.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "bench_build.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_build", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_build"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("bench_build", None)
+
+
+def test_sampler_attributes_memory_to_the_stage_that_allocated_it(bench):
+    with bench.RssSampler(interval_s=0.01) as sampler:
+        sampler.enter("allocate")
+        block = np.ones(25_000_000)  # 200 MB, every page written
+        sampler.enter("idle")
+        del block
+    assert sampler.growth("allocate") >= 190_000_000
+    assert sampler.growth("idle") < 50_000_000
+    assert sampler.peak_rss["allocate"] >= sampler.start_rss["allocate"] + 190_000_000
+
+
+def test_extrapolation_is_linear_through_the_two_largest_sizes(bench):
+    results = {
+        10: {"a_s": 99.0, "b_bytes": 1.0},
+        100: {"a_s": 10.0, "b_bytes": 1_000.0, "recall@10": 0.9},
+        300: {"a_s": 30.0, "b_bytes": 1_400.0, "recall@10": 0.8, "new_s": 1.0},
+    }
+    estimates = bench.extrapolate(results, [10, 100, 300], target=1_000)
+    assert estimates == {"a_s": 100.0, "b_bytes": 2_800.0}  # 30 + 0.1 x 700; 1400 + 2 x 700
+    assert bench.extrapolate({300: results[300]}, [300], target=1_000) == {}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sizes": [600, 300]}, "ascending"),
+        ({"storages": ["SQfp16", "Flat"]}, "storages must start with 'Flat'"),
+    ],
+)
+def test_bad_settings_are_refused_before_any_work(bench, fields, message):
+    with pytest.raises(ValueError, match=message):
+        bench.run_benchmark(BenchBuildConfig(**fields))
+
+
+@pytest.mark.slow
+def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp_path):
+    config = BenchBuildConfig(
+        sizes=[300, 600],
+        storages=["Flat", "SQfp16", "PQ8x4"],
+        queries=20,
+        sample_interval_s=0.01,
+        work_dir=str(tmp_path),
+    )
+    config.index.shard_size = 128  # several shards and BM25 batches even at this size
+    report = json.loads(json.dumps(bench.run_benchmark(config)))  # JSON-serializable as written
+    assert report["sizes"] == [300, 600] and set(report["results"]) == {"300", "600"}
+    assert report["queries"]["count"] == 20 and "spliced" in report["corpus_method"]
+    for size, metrics in report["results"].items():
+        assert metrics["corpus/sentences"] == int(size)
+        for stage in ("corpus", "sentence/encode", "sentence/dense_index", "sentence/bm25_index"):
+            assert metrics[f"time/{stage}_s"] > 0, stage
+            assert metrics[f"rss/{stage}/peak_bytes"] >= metrics[f"rss/{stage}/growth_bytes"] >= 0
+        assert metrics["throughput/encode_sentences_per_s"] > 0
+        assert metrics["storage/Flat/recall@10"] == 1.0  # the reference against itself
+        assert metrics["storage/SQfp16/recall@10"] >= 0.95
+        assert 0.0 < metrics["storage/PQ8x4/recall@10"] <= 1.0
+        flat = metrics["storage/Flat/disk_bytes_per_sentence"]
+        assert flat > 384 * 4 > metrics["storage/SQfp16/disk_bytes_per_sentence"] > 384 * 2
+        assert 384 * 4 < metrics["disk/embeddings_bytes_per_sentence"] < 384 * 4 + 1
+        assert metrics["disk/corpus_bytes_per_sentence"] > 0
+        assert metrics["bm25/entries_per_sentence"] > 3 and metrics["bm25/vocabulary"] > 100
+        for way in ("streamed", "in_memory"):
+            assert metrics[f"bm25_fresh_process/{way}/peak_growth_bytes"] > 0
+            assert metrics[f"bm25_fresh_process/{way}/build_s"] > 0
+        for storage in config.storages:
+            assert metrics[f"storage/{storage}/build_s"] > 0
+            assert metrics[f"storage/{storage}/search_ms_per_query"] > 0
+    larger = report["results"]["600"]
+    assert set(report["extrapolated"]) == {n for n in larger if n.endswith(("_s", "_bytes"))}
+    assert report["extrapolate_to"] == 3_600_000
+    assert list(tmp_path.iterdir()) == []  # the temporary index folders are gone
