@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from grasp.env.environment import Episode, RetrievalEnvironment
 from grasp.reward import RewardConfig, compute_reward
 from grasp.rollout.chat import ChatTokenizer, TokenTrace
-from grasp.rollout.policy import Generation, GenerationRequest, Policy, SamplingConfig
+from grasp.rollout.policy import (
+    EPISODE_EXTRA,
+    Generation,
+    GenerationRequest,
+    Policy,
+    SamplingConfig,
+)
 from grasp.rollout.trajectory import Trajectory
 from grasp.types import Question, StopReason
 
@@ -168,6 +174,7 @@ class RolloutEngine:
             )
         stepping = []
         for episode, trace, generation in zip(episodes, traces, generations, strict=True):
+            episode.extra.update(generation.extra.get(EPISODE_EXTRA, {}))
             if generation.error is not None:
                 self.env.stop(episode, StopReason.GENERATION_ERROR)
                 continue

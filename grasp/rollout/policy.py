@@ -57,6 +57,13 @@ class Generation:
     error: str | None = None
     """Set when the backend failed for this request; the episode stops with generation_error."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """What the backend reports about this turn (finish reason...). Under ``EPISODE_EXTRA``, a
+    dict of facts about the whole episode (a baseline's route...): the rollout engine copies it
+    into the trajectory's ``extra``, a later turn's keys overwriting an earlier turn's."""
+
+
+EPISODE_EXTRA = "episode"
+"""The key of ``Generation.extra`` whose dict the rollout engine merges into the episode's."""
 
 
 @runtime_checkable

@@ -47,6 +47,8 @@ class Trajectory:
     generated_tokens: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the policy reported about the episode (a baseline's name, route, backend usage)."""
     tokens: TokenTrace | None = field(default=None, repr=False)
 
     @classmethod
@@ -76,6 +78,7 @@ class Trajectory:
             generated_tokens=sum(trace.env_mask) if trace else 0,
             prompt_tokens=len(trace.prompt_ids) if trace else 0,
             completion_tokens=len(trace.completion_ids) if trace else 0,
+            extra=dict(episode.extra),
             tokens=trace,
         )
 
