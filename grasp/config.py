@@ -17,14 +17,18 @@ from typing import Any, TypeVar
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from grasp.baselines.config import BaselineConfig
 from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
 from grasp.env.environment import EnvConfig
+from grasp.eval.ablation import Ablation, sweep_variants
+from grasp.eval.judge import JudgeConfig
 from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
+from grasp.serve.config import ServiceConfig
 from grasp.train.config import TrainConfig
-from grasp.types import DatasetName, parse_enum
+from grasp.types import DatasetName, Granularity, Retriever, StrEnum, parse_enum
 
 T = TypeVar("T")
 
@@ -104,32 +108,59 @@ class EvalRetrievalConfig:
 
 @dataclass
 class EvaluateConfig:
-    """scripts/evaluate.py: run a policy over a dev set in the environment and score it."""
+    """scripts/evaluate.py: run a policy over dev sets in the environment and score it."""
 
-    dataset: DatasetConfig = field(default_factory=DatasetConfig)
-    """The dataset whose pooled index is searched and whose questions are asked."""
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Datasets to evaluate, each searched in its own pooled index, each in its own subfolder."""
+    dataset: DatasetConfig | None = None
+    """One dataset instead (dataset=musique), with its own source= and path=; replaces datasets."""
+    data_dir: str | None = None
+    """Folder of normalized <dataset>/<split>.jsonl files for datasets; default the bundled data/."""
     split: str = "dev"
-    """Split of the dataset."""
+    """Split of every dataset."""
     n: int = 500
-    """Questions (seed-42 sample, the paper protocol); all of them when fewer exist."""
+    """Questions per dataset (seed-42 sample, the paper protocol); all of them when fewer exist."""
     seed: int = 42
     """Sampling seed of the questions."""
     index: IndexConfig = field(default_factory=IndexConfig)
-    """Index settings; the index is built (or reused) in index_dir."""
-    index_dir: str | None = None
-    """Index folder; default indexes/<dataset>-<split>."""
+    """Index settings; each dataset's index is built (or reused) under index_root."""
+    index_root: str | None = None
+    """Folder of one index per dataset, <index_root>/<dataset>-<split>; default indexes/."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Tools, top-K, turn budget, search scope."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     """Who acts: scripted, hf, vllm or openai."""
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    """A baseline wrapping the policy as its backend (configs/baseline/); none: the policy acts."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Samples per question, sampling, context budget, reward weights."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    """The LLM judge of JD (configs/judge/): none, openai or hf, and its versioned prompt."""
     batch_questions: int = 64
     """Questions rolled out together (one batched generation call per turn)."""
     out: str | None = None
-    """Output folder for results.json and trajectories.jsonl; default runs/evaluate/<dataset>-<policy>."""
+    """Output folder (one subfolder per dataset, overall results.json and results.md);
+    default runs/evaluate/<policy kind>."""
     save_tokens: bool = False
     """Also write each trajectory's token ids and env mask."""
+
+    def __post_init__(self) -> None:
+        self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        if len(set(self.datasets)) != len(self.datasets):
+            raise ValueError(f"datasets lists a dataset twice: {self.datasets}")
+
+    def dataset_configs(self) -> list[DatasetConfig]:
+        """The datasets to evaluate, in order, with the file each one reads."""
+        if self.dataset is not None:
+            return [self.dataset]
+        root = Path(self.data_dir) if self.data_dir else None
+        return [
+            DatasetConfig(
+                name=name,
+                path=str(root / str(name) / f"{self.split}.jsonl") if root else None,
+            )
+            for name in self.datasets
+        ]
 
 
 @dataclass
@@ -154,6 +185,55 @@ class BenchEnvConfig:
     """The model-backed policy whose rollout the environment's share is measured in."""
     out: str | None = None
     """JSON output path; default runs/bench_env.json."""
+
+
+@dataclass
+class ReportConfig:
+    """scripts/report.py: a self-contained HTML report of a run or evaluation directory."""
+
+    run_dir: str = MISSING
+    """A training run directory (scripts/train.py) or an evaluation directory (scripts/evaluate.py)."""
+    out: str | None = None
+    """HTML output path; default <run_dir>/report.html."""
+    max_trajectories: int | None = None
+    """Trajectories per set in the viewer (the first ones in file order); all when null."""
+
+
+class CompareMode(StrEnum):
+    """What scripts/ablate.py does."""
+
+    AFTER = "after"
+    """Train the variants that are not finished, then compare them."""
+    ONLY = "only"
+    """Compare what the sweep folder holds; train nothing."""
+
+
+@dataclass
+class AblateConfig(TrainConfig):
+    """scripts/ablate.py: train every ablation variant of an experiment, then compare them.
+
+    The training fields are those of scripts/train.py and apply to every variant alike;
+    each variant's run folder is <sweep_dir>/<variant> (run_dir cannot be set).
+    """
+
+    variants: list[str] = field(default_factory=lambda: [str(a) for a in Ablation])
+    """Variants to train (configs/ablation/ names); the full run, none, is always included."""
+    sweep_dir: str = "runs/ablate/${experiment}"
+    """Folder of the sweep: one run folder per variant, comparison.json and comparison.md."""
+    compare: str = "after"
+    """after: train the unfinished variants, then compare; only: compare what sweep_dir holds."""
+    launcher: list[str] = field(default_factory=list)
+    """Command prefix that runs scripts/train.py for each variant, e.g. [accelerate, launch,
+    --config_file, configs/accelerate/zero2.yaml, --num_processes, 2]; empty: this Python."""
+
+    def __post_init__(self) -> None:
+        self.variants = [parse_enum(Ablation, v, "variants") for v in self.variants]
+        self.compare = parse_enum(CompareMode, self.compare, "compare")
+
+
+def _hydra_mode(compare: str) -> str:
+    """hydra.mode of scripts/ablate.py: a sweep, except when it only compares."""
+    return "RUN" if compare == CompareMode.ONLY else "MULTIRUN"
 
 
 def dataset_path(dataset: DatasetConfig, split: str) -> Path:
@@ -182,7 +262,17 @@ def register_configs() -> None:
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="train_schema", node=TrainConfig)
+    store.store(name="ablate_schema", node=AblateConfig)
     store.store(name="bench_retrieval_schema", node=BenchRetrievalConfig)
+    store.store(name="bench_build_schema", node=BenchBuildConfig)
+    store.store(name="serve_retrieval_schema", node=ServeRetrievalConfig)
+    store.store(name="bench_serve_schema", node=BenchServeConfig)
+    store.store(name="report_schema", node=ReportConfig)
+    # configs/ablate.yaml: the sweep over the variants, and no sweep when it only compares.
+    OmegaConf.register_new_resolver(
+        "ablation_sweep", lambda v: ",".join(map(str, sweep_variants(v))), replace=True
+    )
+    OmegaConf.register_new_resolver("ablation_mode", _hydra_mode, replace=True)
 
 
 @dataclass
@@ -223,6 +313,103 @@ class BenchRetrievalConfig:
     """Where the temporary folder of index files goes; default the system's temporary folder."""
     out: str | None = None
     """JSON output path; default runs/bench_retrieval.json."""
+
+    def __post_init__(self) -> None:
+        self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+
+
+@dataclass
+class ServeRetrievalConfig:
+    """scripts/serve_retrieval.py: serve an index directory's search over HTTP."""
+
+    index_dir: str = MISSING
+    """The built index directory to serve (scripts/build_index.py makes one)."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Encoder device, FAISS and BM25 settings; the build fields must match the manifest."""
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    """Request bounds and cross-request batching."""
+    host: str = "127.0.0.1"
+    """Interface to listen on; 0.0.0.0 to serve other machines."""
+    port: int = 8000
+    """TCP port to listen on."""
+    log_level: str = "info"
+    """uvicorn's log level (warning hides the per-request access log)."""
+    keep_alive_s: int = 120
+    """Seconds an idle client connection stays open (clients reuse theirs between turns)."""
+
+
+@dataclass
+class BenchServeConfig:
+    """scripts/bench_serve.py: throughput and latency of the retrieval service vs in-process."""
+
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(name="hotpotqa"))
+    """Dataset whose pooled index is searched and whose questions are the queries."""
+    split: str = "dev"
+    """Split of the dataset."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings (the index is built under index_dir only when missing or stale)."""
+    index_dir: str | None = None
+    """Index folder; default indexes/<dataset>-<split>."""
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 16])
+    """Client threads sending requests at once, one measurement per value."""
+    requests: int = 192
+    """Requests per measurement (each thread sends its share, one after the other)."""
+    queries_per_request: int = 1
+    """Questions searched per request."""
+    retrievers: list[str] = field(default_factory=lambda: ["dense", "bm25"])
+    """Retrievers measured (the environment's two searches by default)."""
+    k: int = 5
+    """Hits per query."""
+    granularity: str = "sentence"
+    """Unit searched: sentence or paragraph."""
+    score_tolerance: float = 0.01
+    """Score noise allowed when checking a remote answer against the in-process one."""
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    """Settings of the service the benchmark starts."""
+    service_overrides: list[str] = field(default_factory=list)
+    """Extra command-line overrides of the started service (e.g. index=e5_gpu)."""
+    service_url: str | None = None
+    """Benchmark this running service instead of starting one on loopback."""
+    startup_timeout_s: float = 600.0
+    """Seconds the started service may take to answer /health."""
+    out: str | None = None
+    """JSON output path; default runs/bench_serve.json."""
+
+    def __post_init__(self) -> None:
+        self.retrievers = [parse_enum(Retriever, r, "retrievers") for r in self.retrievers]
+        self.granularity = parse_enum(Granularity, self.granularity, "granularity")
+
+
+@dataclass
+class BenchBuildConfig:
+    """scripts/bench_build.py: time and memory of the streaming index build; storage vs recall."""
+
+    sizes: list[int] = field(default_factory=lambda: [100_000, 300_000, 1_000_000])
+    """Corpus sizes in sentences, ascending; each is encoded and indexed from scratch."""
+    storages: list[str] = field(default_factory=lambda: ["Flat", "SQfp16", "SQ8", "PQ48"])
+    """FAISS factory strings built at every size; the first must be Flat (exact, the reference)."""
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Bundled datasets whose sentences make the corpus and whose questions are the queries."""
+    split: str = "dev"
+    """Split of every dataset."""
+    index: IndexConfig = field(default_factory=lambda: IndexConfig(granularities=["sentence"]))
+    """Encoder, shard size and BM25 settings of every build (dense.factory comes from storages)."""
+    queries: int = 500
+    """Real questions whose top-k every storage is compared on (recall against Flat)."""
+    k: int = 10
+    """Depth of the recall comparison."""
+    sample_interval_s: float = 0.05
+    """Seconds between two RSS samples."""
+    compare_bm25s: bool = True
+    """Also build BM25 the in-memory way (bm25s.tokenize + BM25.index) and measure its RSS."""
+    extrapolate_to: int = 3_600_000
+    """Corpus size the time and byte figures are extrapolated to (the HotpotQA train pool)."""
+    seed: int = 0
+    """Seed of the paragraph order, the query sample and the spliced sentences."""
+    work_dir: str | None = None
+    """Where the temporary index folders go; default the system's temporary folder."""
+    out: str | None = None
+    """JSON output path; default runs/bench_build.json."""
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]

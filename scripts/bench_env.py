@@ -28,12 +28,12 @@ from grasp.config import (
     register_configs,
     to_dataclass,
 )
-from grasp.corpus import CorpusIndex, build_index
 from grasp.data import load_questions
 from grasp.env.environment import RetrievalEnvironment
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import build_policy
 from grasp.rollout.scripted import HeuristicSearchPolicy
+from grasp.serve.client import open_index
 
 log = logging.getLogger("bench_env")
 register_configs()
@@ -61,8 +61,7 @@ def main(cfg: DictConfig) -> None:
     name = config.dataset.name
     questions = load_questions(name, "normalized", path=dataset_path(config.dataset, config.split))
     directory = default_index_dir(name, config.split)
-    build_index(questions, config.index, directory)
-    index = CorpusIndex.load(directory, config.index).warm_up()
+    index = open_index(config.index, directory, questions).warm_up()
     env = RetrievalEnvironment(index, config.env)
     built = build_policy(config.policy, env.prompt_tool_schemas)
     results: dict[str, object] = {"scripted": []}

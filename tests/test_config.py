@@ -96,6 +96,13 @@ def test_every_policy_composes(policy):
     assert config.policy.kind in {"scripted", "hf", "openai", "vllm"}
 
 
+@pytest.mark.parametrize("judge", ["none", "openai", "hf"])
+def test_every_judge_composes_with_the_versioned_prompt(judge):
+    config = compose_as("evaluate", EvaluateConfig, [f"judge={judge}"])
+    assert config.judge.kind == judge and config.judge.prompt.version == "v1"
+    config.judge.validate()
+
+
 @pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa", "musique"])
 def test_build_index_config_per_dataset(dataset):
     config = compose_as("build_index", BuildIndexConfig, [f"dataset={dataset}"])
@@ -110,6 +117,8 @@ def test_build_index_config_per_dataset(dataset):
         ("build_index", BuildIndexConfig, "index.dense.factry=HNSW32", "factry"),
         ("evaluate", EvaluateConfig, "env.tools=[semantic_search,teleport]", "teleport"),
         ("evaluate", EvaluateConfig, "policy.kind=gpt", "policy.kind"),
+        ("evaluate", EvaluateConfig, "datasets=[hotpotqa,hotpot]", "datasets='hotpot'"),
+        ("evaluate", EvaluateConfig, "judge.kind=gpt", "judge.kind"),
         ("train", TrainConfig, "model.chat_template=llama", "model.chat_template"),
     ],
 )
