@@ -27,8 +27,9 @@ written to one JSON file (``out=``):
 to ``extrapolate_to`` sentences (3.6M: the pooled HotpotQA train set).
 
 Corpus (``CORPUS_METHOD``): the ~58.6k real sentences of the bundled dev sets, then spliced
-copies of them. Sizes run one after the other in this process, so absolute RSS also carries
-what earlier sizes left in the allocator; the growth per stage is the figure to compare.
+copies of them. Each size is measured in a fresh Python process, so that its RSS carries
+nothing left over by another; ``rss/start_bytes`` is that process's RSS before its first build
+(the interpreter, torch, the real sentence pool), and the query vectors are encoded once, here.
 Timings mean something only on an otherwise idle machine (the JSON records the load average).
 """
 
@@ -55,7 +56,7 @@ import hydra
 import numpy as np
 import psutil
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from grasp.config import (
     BenchBuildConfig,
@@ -119,6 +120,9 @@ the RSS once the corpus is loaded (the kernel's peak mark is reset then, where L
 
 EXACT = "Flat"
 """The storage every other one is compared with."""
+MEASURE_SIZE = "--measure-size"
+"""First argument of the fresh process that measures one size (see measure_in_fresh_process)."""
+QUERY_VECTORS = "queries.npy"
 UNIT = Granularity.SENTENCE
 
 
@@ -261,6 +265,7 @@ def bench_size(
         "corpus/real_fraction": min(size, pool.num_sentences) / size,
         "corpus/generate_s": time.perf_counter() - start,
     }
+    metrics["rss/start_bytes"] = psutil.Process().memory_info().rss
     directory = work_dir / f"index-{size}"
     exact_ids = None
     for storage in config.storages:
@@ -340,8 +345,33 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"\n(~ column: linear through the two largest sizes; total {report['runtime_s']:.0f} s)")
 
 
+def measure_in_fresh_process(config: BenchBuildConfig, size: int, work_dir: Path) -> dict:
+    """``bench_size`` run by this script in a new Python process (``MEASURE_SIZE`` mode), so
+    that one size's memory figures carry nothing left over by another."""
+    config_path, out_path = work_dir / f"config-{size}.json", work_dir / f"result-{size}.json"
+    config_path.write_text(json.dumps(asdict(config)))
+    command = [sys.executable, str(Path(__file__).resolve()), MEASURE_SIZE, str(size)]
+    command += [str(config_path), str(work_dir), str(out_path)]
+    finished = subprocess.run(command, cwd=REPO_ROOT)
+    if finished.returncode != 0:
+        raise RuntimeError(f"the measurement at {size} sentences failed ({finished.returncode})")
+    return json.loads(out_path.read_text())
+
+
+def measure_size_main(size: str, config_path: str, work_dir: str, out_path: str) -> None:
+    """Entry point of the fresh process: measure one size, write its metrics as JSON."""
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
+    fields = OmegaConf.create(json.loads(Path(config_path).read_text()))
+    config = to_dataclass(fields, BenchBuildConfig)
+    paths = [dataset_path(DatasetConfig(name=name), config.split) for name in config.datasets]
+    pool = load_real_pool(paths, config.seed)
+    query_vectors = np.load(Path(work_dir) / QUERY_VECTORS)
+    metrics = bench_size(int(size), pool, config, query_vectors, Path(work_dir))
+    Path(out_path).write_text(json.dumps(metrics))
+
+
 def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
-    """Build at every size; returns the JSON report."""
+    """Measure every size, each in a fresh process; returns the JSON report."""
     sizes = list(config.sizes)
     if not sizes or sizes != sorted(sizes) or sizes[0] < 1:
         raise ValueError(f"sizes must be positive and ascending, got {sizes}")
@@ -356,9 +386,10 @@ def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
     pool = load_real_pool(paths, config.seed)
     queries = pool.questions[: config.queries]
     log.info("%d real sentences; %d queries", pool.num_sentences, len(queries))
-    query_vectors = DenseEncoder(config.index.encoder).encode_queries(queries)
     with tempfile.TemporaryDirectory(dir=config.work_dir, prefix="bench-build-") as tmp:
-        results = {size: bench_size(size, pool, config, query_vectors, Path(tmp)) for size in sizes}
+        query_vectors = DenseEncoder(config.index.encoder).encode_queries(queries)
+        np.save(Path(tmp) / QUERY_VECTORS, query_vectors)
+        results = {size: measure_in_fresh_process(config, size, Path(tmp)) for size in sizes}
     return {
         "sizes": sizes,
         "results": {str(size): metrics for size, metrics in results.items()},
@@ -398,4 +429,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [MEASURE_SIZE]:
+        measure_size_main(*sys.argv[2:])
+    else:
+        main()

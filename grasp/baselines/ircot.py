@@ -2,9 +2,10 @@
 
 Turn 1 searches with the question. Each later turn, the backend writes the next sentence of
 reasoning from the question, the passages so far (the first ``max_passages``) and its
-earlier sentences. A sentence saying "So the answer is:" ends the episode with that answer;
-any other sentence becomes the next search query. When one turn is left, the backend answers
-from the passages and the reasoning so far, so the turn budget caps the loop.
+earlier sentences. A sentence saying "So the answer is:" (or "The answer is:", as small models
+write it) ends the episode with that answer; any other sentence becomes the next search query.
+When one turn is left, the backend answers from the passages and the reasoning so far, so the
+turn budget caps the loop.
 
 The sentences are the reasoning text of each turn (before its tool call), so the chain lives
 in the conversation and in the trajectory.

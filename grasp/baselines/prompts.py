@@ -53,12 +53,15 @@ REWRITE_SYSTEM = (
 )
 ROUTE_SYSTEM = "Classify the question. Reply with one letter only."
 FINAL_ANSWER = "So the answer is:"
-"""IRCoT's stop phrase: a reasoning sentence containing it ends the episode with an answer."""
+"""IRCoT's stop phrase: a reasoning sentence containing it (or "The answer is:") ends the
+episode with the answer that follows."""
 
 _ANSWER_PREFIX = re.compile(
     r"^(?:so\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:\-]?\s*", re.IGNORECASE
 )
-_FINAL = re.compile(r"so the answer is:?", re.IGNORECASE)
+# IRCoT's stop rule, read leniently: "So the answer is" with or without the colon, and "The
+# answer is:" with it (small models drop the "So"; without the colon it is too common a phrase).
+_FINAL = re.compile(r"so the answer is:?|the answer is\s*:", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _ROUTE_LETTER = re.compile(r"\b([ABC])\b")
 _TOOL_TAG = re.compile(r"</?tool_call>")
@@ -158,7 +161,7 @@ class ReasoningStep:
 
 def read_reasoning(text: str) -> ReasoningStep:
     """The first sentence of a reply; an answer when the reply's first line says
-    "So the answer is:" (what follows is the answer)."""
+    "So the answer is:" or "The answer is:" (what follows is the answer)."""
     line = _TOOL_TAG.sub(" ", first_line(text))
     final = _FINAL.search(line)
     if final:

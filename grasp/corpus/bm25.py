@@ -31,8 +31,6 @@ from bm25s.tokenization import _infer_stopwords
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 """bm25s.tokenize's default token pattern (the one of scikit-learn's CountVectorizer)."""
-SCORE_BLOCK = 1 << 20
-"""Matrix entries scored per vectorized step (bounds the float64 temporaries)."""
 
 
 @dataclass
@@ -114,8 +112,8 @@ class StreamingBM25:
     """Accumulates BM25 term statistics batch by batch; ``finish`` returns the bm25s index.
 
     Memory while adding: the vocabulary (a dict entry per distinct word and per distinct stem)
-    plus 8 bytes per distinct term of each text and 8 bytes per text. ``finish`` needs about
-    24 more bytes per entry while it sorts the matrix into bm25s's column-major layout.
+    plus, per entry (a distinct term of a text), 8 bytes, and 12 bytes per text. ``finish``
+    adds the index itself (8 bytes per entry) and one batch's scoring temporaries.
     """
 
     def __init__(self, config: BM25Config) -> None:
@@ -181,65 +179,98 @@ class StreamingBM25:
             self._word_terms[position] = term_id
 
     def finish(self) -> bm25s.BM25:
-        """The bm25s index of every text added, as ``bm25s.BM25.index`` would build it."""
+        """The bm25s index of every text added, as ``bm25s.BM25.index`` would build it.
+
+        Each batch's entries are scored and placed straight into bm25s's column-major
+        (term by term) arrays, then dropped: no array of all entries is made besides those.
+        """
         config = self.config
         retriever = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
         lengths = np.concatenate([np.zeros(0, np.int64), *self._lengths])
-        terms = np.concatenate([np.zeros(0, np.int32), *self._terms])
-        counts = np.concatenate([np.zeros(0, np.int32), *self._counts]).astype(np.float32)
-        distinct = np.concatenate([np.zeros(0, np.int32), *self._distinct])
-        self._terms, self._counts, self._distinct, self._lengths = [], [], [], []
         num_docs, num_terms = len(lengths), len(self._term_ids)
-        units = np.repeat(np.arange(num_docs, dtype=np.int32), distinct)
+        frequency = np.zeros(num_terms, dtype=np.int64)
+        for terms in self._terms:
+            frequency += np.bincount(terms, minlength=num_terms)
         # Document frequencies as the dict bm25s's idf functions take: one entry per term.
-        frequencies = dict(enumerate(np.bincount(terms, minlength=num_terms).tolist()))
-        average_length = lengths.mean() if num_docs else 0.0
-        idf = _build_idf_array(
-            frequencies, num_docs, _select_idf_scorer(retriever.idf_method), retriever.dtype
+        frequencies = dict(enumerate(frequency.tolist()))
+        scoring = _Scoring(
+            retriever, lengths, lengths.mean() if num_docs else 0.0, frequencies, num_docs
         )
-        nonoccurrence = None
-        if retriever.method in retriever.methods_requiring_nonoccurrence:
-            nonoccurrence = _build_nonoccurrence_array(
-                frequencies, num_docs, _select_idf_scorer(retriever.idf_method),
-                _select_tfc_scorer(retriever.method), average_length, average_length,
-                retriever.k1, retriever.b, retriever.delta, retriever.dtype,
-            )  # fmt: skip
         del frequencies
-        scores = np.empty(len(terms), dtype=retriever.dtype)
-        term_frequency = _select_tfc_scorer(retriever.method)
-        for start in range(0, len(terms), SCORE_BLOCK):
-            block = slice(start, start + SCORE_BLOCK)
-            saturation = term_frequency(
-                tf_array=counts[block], l_d=lengths[units[block]], l_avg=average_length,
-                k1=retriever.k1, b=retriever.b, delta=retriever.delta,
-            )  # fmt: skip
-            block_scores = idf[terms[block]] * saturation
-            if nonoccurrence is not None:
-                block_scores -= nonoccurrence[terms[block]]
-            scores[block] = block_scores
-        del counts, lengths
-        # Column-major (term by term), texts ascending inside a term: bm25s's CSC layout.
-        order = np.argsort(terms, kind="stable")
         indptr = np.zeros(num_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=num_terms), out=indptr[1:])
-        del terms
-        data = scores[order]
-        del scores
-        indices = units[order]
-        del units, order
+        np.cumsum(frequency, out=indptr[1:])
+        data = np.empty(int(indptr[-1]), dtype=retriever.dtype)
+        indices = np.empty(int(indptr[-1]), dtype=np.int32)
+        heads = indptr[:-1].copy()  # the next free slot of each term's column
+        first_doc = 0
+        batches = list(zip(self._terms, self._counts, self._distinct, strict=True))
+        self._terms, self._counts, self._distinct, self._lengths = [], [], [], []
+        while batches:
+            terms, counts, distinct = batches.pop(0)
+            docs = np.repeat(
+                np.arange(first_doc, first_doc + len(distinct), dtype=np.int32), distinct
+            )
+            scores = scoring.scores(terms, counts, docs)
+            # Stable: inside a term's column, documents stay in ascending order.
+            order = np.argsort(terms, kind="stable")
+            sorted_terms = terms[order]
+            rank = np.arange(len(order)) - np.searchsorted(sorted_terms, sorted_terms)
+            slots = heads[sorted_terms] + rank
+            data[slots] = scores[order]
+            indices[slots] = docs[order]
+            present, count = np.unique(sorted_terms, return_counts=True)
+            heads[present] += count
+            first_doc += len(distinct)
         retriever.scores = {
             "data": data,
             "indices": indices,
             "indptr": indptr,
             "num_docs": num_docs,
         }
-        retriever.nonoccurrence_array = nonoccurrence
+        retriever.nonoccurrence_array = scoring.nonoccurrence
         # As BM25.index does: an empty token after the last term, for queries without one.
         vocabulary = dict(self._term_ids)
         vocabulary.setdefault("", num_terms)
         retriever.vocab_dict = vocabulary
         retriever.unique_token_ids_set = set(vocabulary.values())
         return retriever
+
+
+class _Scoring:
+    """bm25s's score of each (text, term) entry: idf[term] x saturation(count, text length)."""
+
+    def __init__(
+        self,
+        retriever: bm25s.BM25,
+        lengths: np.ndarray,
+        average_length: float,
+        frequencies: dict[int, int],
+        num_docs: int,
+    ) -> None:
+        self.retriever = retriever
+        self.lengths = lengths
+        self.average_length = average_length
+        idf_of = _select_idf_scorer(retriever.idf_method)
+        self.idf = _build_idf_array(frequencies, num_docs, idf_of, retriever.dtype)
+        self.saturation = _select_tfc_scorer(retriever.method)
+        self.nonoccurrence = None
+        if retriever.method in retriever.methods_requiring_nonoccurrence:
+            self.nonoccurrence = _build_nonoccurrence_array(
+                frequencies, num_docs, idf_of, self.saturation, average_length, average_length,
+                retriever.k1, retriever.b, retriever.delta, retriever.dtype,
+            )  # fmt: skip
+
+    def scores(self, terms: np.ndarray, counts: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """[entries] float64 scores of entries given by term, count and text id."""
+        retriever = self.retriever
+        saturation = self.saturation(
+            tf_array=counts.astype(np.float32), l_d=self.lengths[docs], l_avg=self.average_length,
+            k1=retriever.k1, b=retriever.b, delta=retriever.delta,
+        )  # fmt: skip
+        scores = self.idf[terms] * saturation
+        if self.nonoccurrence is not None:
+            scores -= self.nonoccurrence[terms]
+        return scores
 
 
 def _make_stemmer(language: str):

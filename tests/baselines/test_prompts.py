@@ -39,6 +39,8 @@ def test_clean_answer(reply, answer):
         ("Hillary was born in Auckland. He climbed.", "Hillary was born in Auckland.", None),
         ("Hillary was born in Auckland. So the answer is: Auckland.", None, "Auckland"),
         ("so the answer is Auckland", "so the answer is", "Auckland"),
+        ("The answer is: Auckland.", "The answer is:", "Auckland"),
+        ("I think the answer is in Auckland.", "I think the answer is in Auckland.", None),
         ("The creator is Guido\nvan Rossum.", "The creator is Guido", None),
         ("", "", None),
     ],

@@ -83,6 +83,9 @@ def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp
             assert metrics[f"time/{stage}_s"] > 0, stage
             assert metrics[f"rss/{stage}/peak_bytes"] >= metrics[f"rss/{stage}/growth_bytes"] >= 0
         assert metrics["throughput/encode_sentences_per_s"] > 0
+        # Each size runs in its own process: its peak is its own, above its starting RSS.
+        assert metrics["process/peak_rss_bytes"] >= metrics["rss/build_peak_bytes"]
+        assert metrics["rss/build_peak_bytes"] > metrics["rss/start_bytes"] > 0
         assert metrics["storage/Flat/recall@10"] == 1.0  # the reference against itself
         assert metrics["storage/SQfp16/recall@10"] >= 0.95
         assert 0.0 < metrics["storage/PQ8x4/recall@10"] <= 1.0
