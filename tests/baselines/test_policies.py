@@ -359,3 +359,28 @@ def test_config_values_are_checked(field, value):
 def test_baseline_policies_are_policies():
     policy = make_baseline(BaselineConfig(kind="direct"), Backend(FailingLLM()), EnvConfig())
     assert isinstance(policy, BaselinePolicy) and isinstance(policy, Policy)
+
+
+def test_the_summary_reports_routes_backend_use_and_context_recall(
+    tiny_index, tiny_questions, canned
+):
+    from grasp.eval.summary import summarize
+    from grasp.metrics import paragraph_recall
+
+    letters = {q.question: letter for q, letter in zip(tiny_questions, "ABB", strict=True)}
+
+    def route(request):
+        asked = request.messages[-1]["content"].split("Question: ")[1]
+        return letters[asked.removesuffix("\nLetter:")]
+
+    llm, backend = canned(route=route, answer="Auckland")
+    trajectories = run(tiny_index, tiny_questions, backend, kind="adaptive")
+    extra = summarize(trajectories)["policy_extra"]
+    assert extra["routes"] == {"none": 1 / 3, "single": 2 / 3}
+    assert extra["backend_calls_per_episode"] == 2.0
+    recalls = [
+        paragraph_recall(set(t.extra["context_paragraph_ids"]), set(t.gold_paragraph_ids))
+        for t in trajectories
+    ]
+    assert recalls[0] == 0.0 and extra["context_recall"] == pytest.approx(sum(recalls) / 3)
+    assert extra["context_recall_episodes"] == 3
