@@ -404,6 +404,8 @@ class BenchBuildConfig:
     """Also build BM25 the in-memory way (bm25s.tokenize + BM25.index) and measure its RSS."""
     extrapolate_to: int = 3_600_000
     """Corpus size the time and byte figures are extrapolated to (the HotpotQA train pool)."""
+    bm25_sizes: list[int] = field(default_factory=lambda: [1_000_000, 3_600_000])
+    """Sizes at which only the BM25 build is measured, both ways (nothing encoded; ~4 GB RAM)."""
     seed: int = 0
     """Seed of the paragraph order, the query sample and the spliced sentences."""
     work_dir: str | None = None

@@ -21,10 +21,11 @@ written to one JSON file (``out=``):
   build seconds and RSS growth, batched search milliseconds per query;
 - BM25: matrix entries and vocabulary; with ``compare_bm25s``, the peak RSS growth and seconds
   of building it from the saved corpus in a fresh process, streamed (``KeywordIndex.build``) and
-  the in-memory way (``bm25s.tokenize`` + ``BM25.index`` over all texts at once).
+  the in-memory way (``bm25s.tokenize`` + ``BM25.index`` over all texts at once). The same,
+  without encoding anything, at each of ``bm25_sizes`` (``bm25_only``: up to the full 3.6M).
 
-``extrapolated`` continues every time and byte figure linearly through the two largest sizes
-to ``extrapolate_to`` sentences (3.6M: the pooled HotpotQA train set).
+``extrapolated`` continues every time and byte figure along its least-squares line over the
+sizes to ``extrapolate_to`` sentences (3.6M: the pooled HotpotQA train set).
 
 Corpus (``CORPUS_METHOD``): the ~58.6k real sentences of the bundled dev sets, then spliced
 copies of them. Each size is measured in a fresh Python process, so that its RSS carries
@@ -65,7 +66,7 @@ from grasp.config import (
     register_configs,
     to_dataclass,
 )
-from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, build_index
+from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE
 from grasp.corpus.dense import configure_search, load_dense_index
 from grasp.corpus.manifest import library_versions
@@ -230,27 +231,52 @@ def search_storage(
 
 
 def bm25_metrics(directory: Path, config: BenchBuildConfig, size: int) -> dict[str, float]:
-    """Entries and vocabulary of the built BM25 index; both ways of building it, each measured
-    in a fresh process (``_BM25_PROBE``) if ``compare_bm25s``."""
+    """Entries and vocabulary of the built BM25 index; both ways of building it from the saved
+    corpus if ``compare_bm25s``."""
     keyword = KeywordIndex.load(directory / UNIT.value / BM25_DIR, config.index.bm25)
     metrics = {
         "bm25/entries_per_sentence": keyword.retriever.scores["data"].size / size,
         "bm25/vocabulary": len(keyword.retriever.vocab_dict),
     }
     del keyword
-    if not config.compare_bm25s:
-        return metrics
+    if config.compare_bm25s:
+        metrics.update(bm25_probes(directory / "corpus", config))
+    return metrics
+
+
+def bm25_probes(corpus_dir: Path, config: BenchBuildConfig) -> dict[str, float]:
+    """Peak RSS growth and seconds of building the BM25 index of a saved corpus, streamed and
+    in memory, each in a fresh process (``_BM25_PROBE``)."""
+    metrics = {}
+    settings = {**asdict(config.index.bm25), "prepend_title": config.index.prepend_title}
     for way in ("streamed", "in_memory"):
-        settings = json.dumps(
-            {**asdict(config.index.bm25), "prepend_title": config.index.prepend_title}
-        )
-        command = [sys.executable, "-c", _BM25_PROBE, str(directory / "corpus"), way, settings]
+        command = [sys.executable, "-c", _BM25_PROBE, str(corpus_dir), way, json.dumps(settings)]
         probe = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
         if probe.returncode != 0:
             raise RuntimeError(f"BM25 probe failed ({probe.returncode}): {probe.stderr[-2000:]}")
         result = json.loads(probe.stdout.strip().splitlines()[-1])
         metrics[f"bm25_fresh_process/{way}/peak_growth_bytes"] = result["peak_growth_bytes"]
         metrics[f"bm25_fresh_process/{way}/build_s"] = result["seconds"]
+    return metrics
+
+
+def bench_bm25_only(
+    size: int, pool: RealPool, config: BenchBuildConfig, work_dir: Path
+) -> dict[str, float]:
+    """At a size not encoded here: the pooled corpus, then both BM25 builds of it."""
+    start = time.perf_counter()
+    paragraphs = corpus_paragraphs(pool, size, config.seed)
+    corpus = SentenceCorpus.from_questions(as_questions(paragraphs))
+    metrics = {
+        "corpus/sentences": corpus.num_sentences,
+        "corpus/pool_s": time.perf_counter() - start,
+        "corpus/memory_bytes_per_sentence": corpus.nbytes() / corpus.num_sentences,
+    }
+    corpus.save(work_dir / f"corpus-{size}")
+    del corpus
+    log.info("[%d] BM25 only, streamed and in memory", size)
+    metrics.update(bm25_probes(work_dir / f"corpus-{size}", config))
+    shutil.rmtree(work_dir / f"corpus-{size}")
     return metrics
 
 
@@ -305,15 +331,17 @@ def bench_size(
 def extrapolate(
     results: dict[int, dict[str, float]], sizes: Sequence[int], target: int
 ) -> dict[str, float]:
-    """Every ``_s`` and ``_bytes`` figure, linear through the two largest sizes, at ``target``."""
-    if len(sizes) < 2:
-        return {}
-    small, large = sizes[-2], sizes[-1]
+    """Every ``_s`` and ``_bytes`` figure at ``target``: the least-squares line through all the
+    sizes that report it (two at least). One noisy size then pulls the line less than a line
+    through the two largest sizes, which a short, contended run could tilt below zero."""
     estimates = {}
-    for name, value in results[large].items():
-        if name.endswith(("_s", "_bytes")) and name in results[small]:
-            slope = (value - results[small][name]) / (large - small)
-            estimates[name] = value + slope * (target - large)
+    for name in results[sizes[-1]] if sizes else ():
+        points = [(size, results[size][name]) for size in sizes if name in results[size]]
+        if not name.endswith(("_s", "_bytes")) or len(points) < 2:
+            continue
+        xs, ys = np.array(points, dtype=float).T
+        slope = np.sum((xs - xs.mean()) * (ys - ys.mean())) / np.sum((xs - xs.mean()) ** 2)
+        estimates[name] = float(ys.mean() + slope * (target - xs.mean()))
     return estimates
 
 
@@ -328,21 +356,33 @@ def _format(value: float) -> str:
     return f"{value:.3g}"
 
 
-def print_table(report: dict[str, Any]) -> None:
-    """Each metric as a row; each size, then the extrapolation, as a column."""
-    sizes = report["sizes"]
-    columns = [report["results"][str(size)] for size in sizes]
-    headers = [f"{size:,}" for size in sizes]
-    if report["extrapolated"]:
-        columns.append(report["extrapolated"])
-        headers.append(f"~{report['extrapolate_to']:,}")
+def _print_columns(columns: list[dict[str, float]], headers: list[str]) -> None:
     names = sorted({name for column in columns for name in column})
     width = max(len(name) for name in names) + 2
     print(f"\n{'metric':<{width}}" + "".join(f"{h:>16}" for h in headers))
     for name in names:
         cells = [_format(c[name]) if name in c else "-" for c in columns]
         print(f"{name:<{width}}" + "".join(f"{cell:>16}" for cell in cells))
-    print(f"\n(~ column: linear through the two largest sizes; total {report['runtime_s']:.0f} s)")
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """Each metric as a row; each size, then the extrapolation, as a column; then BM25 only."""
+    sizes = report["sizes"]
+    columns = [report["results"][str(size)] for size in sizes]
+    headers = [f"{size:,}" for size in sizes]
+    if report["extrapolated"]:
+        columns.append(report["extrapolated"])
+        headers.append(f"~{report['extrapolate_to']:,}")
+    _print_columns(columns, headers)
+    print("\n(~ column: the least-squares line through the sizes, continued)")
+    if report["bm25_only"]:
+        bm25_sizes = list(report["bm25_only"])
+        _print_columns(
+            [report["bm25_only"][size] for size in bm25_sizes],
+            [f"{int(size):,}" for size in bm25_sizes],
+        )
+        print("\n(BM25 only: nothing encoded at these sizes)")
+    print(f"total {report['runtime_s']:.0f} s")
 
 
 def measure_in_fresh_process(config: BenchBuildConfig, size: int, work_dir: Path) -> dict:
@@ -390,11 +430,15 @@ def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
         query_vectors = DenseEncoder(config.index.encoder).encode_queries(queries)
         np.save(Path(tmp) / QUERY_VECTORS, query_vectors)
         results = {size: measure_in_fresh_process(config, size, Path(tmp)) for size in sizes}
+        bm25_only = {
+            str(size): bench_bm25_only(size, pool, config, Path(tmp)) for size in config.bm25_sizes
+        }
     return {
         "sizes": sizes,
         "results": {str(size): metrics for size, metrics in results.items()},
         "extrapolate_to": config.extrapolate_to,
         "extrapolated": extrapolate(results, sizes, config.extrapolate_to),
+        "bm25_only": bm25_only,
         "corpus_method": CORPUS_METHOD,
         "real_sentences": pool.num_sentences,
         "queries": {

@@ -29,8 +29,6 @@ the vectors and the BM25 index and builds the FAISS index alone.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
 import logging
 import os
 import shutil
@@ -59,6 +57,7 @@ from grasp.corpus.manifest import (
     IndexMissingError,
     Manifest,
     describe_files,
+    file_sha256,
     library_versions,
     stable_hash,
 )
@@ -324,13 +323,14 @@ def _checksum_path(shard: Path) -> Path:
 
 def _save_shard(path: Path, vectors: np.ndarray) -> None:
     """Write a shard atomically, then its checksum: a shard counts as done once both exist."""
-    buffer = io.BytesIO()
-    np.save(buffer, vectors)
-    data = buffer.getvalue()
-    for target, content in ((path, data), (_checksum_path(path), _sha256(data).encode())):
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, target)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as handle:
+        np.save(handle, vectors)
+    os.replace(tmp, path)
+    checksum = _checksum_path(path)
+    tmp = checksum.with_name(checksum.name + ".tmp")
+    tmp.write_text(file_sha256(path))
+    os.replace(tmp, checksum)
 
 
 def _merge_shards(shards: list[tuple[Path, int]], dim: int, output: Path) -> None:
@@ -342,22 +342,20 @@ def _merge_shards(shards: list[tuple[Path, int]], dim: int, output: Path) -> Non
     with tmp.open("wb") as handle:
         np.lib.format.write_array_header_1_0(handle, header)
         for path, rows in shards:
-            handle.write(_read_shard(path, rows, dim).tobytes())
+            _read_shard(path, rows, dim).tofile(handle)
     os.replace(tmp, output)
 
 
 def _read_shard(path: Path, rows: int, dim: int) -> np.ndarray:
     """A shard's [rows, dim] float32 vectors, after checking its checksum, shape and type."""
-    data = path.read_bytes()
-    expected = _checksum_path(path).read_text().strip()
-    if _sha256(data) != expected:
+    if file_sha256(path) != _checksum_path(path).read_text().strip():
         raise IndexCorruptError(
             f"encoding shard {path} does not match its checksum (corrupted): delete it "
             "and its .sha256 file, then run the build again to encode that shard anew"
         )
-    vectors = np.load(io.BytesIO(data))
+    vectors = VectorFile(path)
     _check_shard(path, vectors.shape, vectors.dtype, rows, dim)
-    return vectors
+    return vectors[0:rows]
 
 
 def _check_shard(path: Path, shape: tuple, dtype: np.dtype, rows: int, dim: int) -> None:
@@ -366,10 +364,6 @@ def _check_shard(path: Path, shape: tuple, dtype: np.dtype, rows: int, dim: int)
             f"encoding shard {path} holds {dtype} {tuple(shape)}, expected float32 "
             f"{(rows, dim)}: delete it and its .sha256 file, then run the build again"
         )
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _stage_current(unit_dir: Path, key_name: str, key: str, output: str) -> bool:

@@ -2,7 +2,7 @@
 600 sentences.
 
 The script is loaded from its file (scripts are not a package). The whole run encodes 900 real
-sentences with MiniLM, so it is marked slow.
+sentences with MiniLM, each size in its own process, so it is marked slow.
 """
 
 from __future__ import annotations
@@ -41,14 +41,16 @@ def test_sampler_attributes_memory_to_the_stage_that_allocated_it(bench):
     assert sampler.peak_rss["allocate"] >= sampler.start_rss["allocate"] + 190_000_000
 
 
-def test_extrapolation_is_linear_through_the_two_largest_sizes(bench):
+def test_extrapolation_continues_the_least_squares_line_over_the_sizes(bench):
     results = {
-        10: {"a_s": 99.0, "b_bytes": 1.0},
-        100: {"a_s": 10.0, "b_bytes": 1_000.0, "recall@10": 0.9},
-        300: {"a_s": 30.0, "b_bytes": 1_400.0, "recall@10": 0.8, "new_s": 1.0},
+        100: {"a_s": 1.0, "b_bytes": 1_000.0},
+        200: {"a_s": 3.0, "b_bytes": 1_200.0, "recall@10": 0.9},
+        300: {"a_s": 2.0, "b_bytes": 1_400.0, "recall@10": 0.8, "new_s": 1.0},
     }
-    estimates = bench.extrapolate(results, [10, 100, 300], target=1_000)
-    assert estimates == {"a_s": 100.0, "b_bytes": 2_800.0}  # 30 + 0.1 x 700; 1400 + 2 x 700
+    estimates = bench.extrapolate(results, [100, 200, 300], target=1_000)
+    # a_s: mean 2 at 200, slope (-100 x -1 + 100 x 0) / 20,000 = 0.005, so 2 + 0.005 x 800 = 6;
+    # b_bytes lies on a line: 1,200 + 2 x 800. new_s has one size, recall@10 is no _s or _bytes.
+    assert estimates == pytest.approx({"a_s": 6.0, "b_bytes": 2_800.0})
     assert bench.extrapolate({300: results[300]}, [300], target=1_000) == {}
 
 
@@ -70,6 +72,7 @@ def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp
         sizes=[300, 600],
         storages=["Flat", "SQfp16", "PQ8x4"],
         queries=20,
+        bm25_sizes=[2_000],
         sample_interval_s=0.01,
         work_dir=str(tmp_path),
     )
@@ -103,4 +106,9 @@ def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp
     larger = report["results"]["600"]
     assert set(report["extrapolated"]) == {n for n in larger if n.endswith(("_s", "_bytes"))}
     assert report["extrapolate_to"] == 3_600_000
+    (bm25_only,) = report["bm25_only"].values()
+    assert bm25_only["corpus/sentences"] == 2_000
+    assert bm25_only["corpus/memory_bytes_per_sentence"] > 12
+    for way in ("streamed", "in_memory"):
+        assert bm25_only[f"bm25_fresh_process/{way}/peak_growth_bytes"] > 0
     assert list(tmp_path.iterdir()) == []  # the temporary index folders are gone
