@@ -4,6 +4,8 @@
 ``HeuristicSearchPolicy`` is a baseline that needs no LLM: both searches on the question,
 read the top paragraphs, search again with the question plus what was read, then answer
 with a title. Its recall tells how much the environment lets a policy find in T turns.
+Given a ``plan`` (a list of tool names), it calls exactly those tools in that order instead;
+the warm start uses plans to show a policy several ways of acting (grasp/train/warm_start.py).
 Both act only on what a model would see: the messages of the conversation.
 """
 
@@ -49,14 +51,34 @@ class ScriptedPolicy:
         return [Generation(text=self.script(request)) for request in requests]
 
 
+PLAN_TOOLS = ("semantic_search", "keyword_search", "read_paragraph", "answer")
+"""The tools a plan can name."""
+
+
+def check_plan(plan: Sequence[str], field: str = "plan") -> None:
+    """A plan names known tools and ends with ``answer`` (its only ``answer``)."""
+    unknown = [name for name in plan if name not in PLAN_TOOLS]
+    if unknown:
+        raise ValueError(f"{field}: unknown tool(s) {unknown}; a plan uses {list(PLAN_TOOLS)}")
+    if not plan or plan[-1] != "answer" or "answer" in plan[:-1]:
+        raise ValueError(f"{field}: {list(plan)} must end with 'answer' and answer only there")
+
+
 class HeuristicSearchPolicy:
     """A fixed search-then-read plan over the conversation; no model involved."""
 
-    def __init__(self, reads: int = 2, assistant_prefix: str = "") -> None:
+    def __init__(
+        self, reads: int = 2, assistant_prefix: str = "", plan: Sequence[str] | None = None
+    ) -> None:
         self.reads = reads
-        """How many top paragraphs to read after the two first searches."""
+        """How many top paragraphs to read after the two first searches (without a plan)."""
         self.assistant_prefix = assistant_prefix
         """The rollout's assistant prefix (inserted before each turn): turns continue it."""
+        if plan is not None:
+            check_plan(plan)
+        self.plan = list(plan) if plan is not None else None
+        """The tools to call, in order (searches query the question; a read takes the first
+        unread hit); ``None``: the heuristic above."""
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
@@ -80,6 +102,8 @@ class HeuristicSearchPolicy:
         turns_left = _turns_left(tool_texts)
         hits = [hit for text in tool_texts for hit in _HIT.findall(text)]
         read = {title for text in tool_texts for title in _read_titles(text)}
+        if self.plan is not None:
+            return self._planned(self.plan[min(turn, len(self.plan) - 1)], question, hits, read)
         if turns_left == 1 or turn >= 3 + self.reads:
             return tool_call_text("answer", answer=_guess(question, hits))
         if turn == 0:
@@ -94,6 +118,21 @@ class HeuristicSearchPolicy:
             return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
         bridge = " ".join(sorted(read)) or (hits[0][2] if hits else "")
         return tool_call_text("semantic_search", query=f"{question} {bridge}".strip())
+
+    @staticmethod
+    def _planned(
+        tool: str, question: str, hits: Sequence[tuple[str, str, str]], read: set[str]
+    ) -> str:
+        """The plan's call ``tool``; a read with nothing left unread answers instead."""
+        if tool in ("semantic_search", "keyword_search"):
+            return tool_call_text(tool, query=question)
+        unread = [h for h in hits if h[2] not in read]
+        if tool == "read_paragraph" and unread:
+            sentence_id, paragraph_id, _ = unread[0]
+            if sentence_id:
+                return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
+            return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+        return tool_call_text("answer", answer=_guess(question, hits))
 
 
 def _question(messages: Sequence[Mapping[str, str]]) -> str:

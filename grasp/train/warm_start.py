@@ -9,6 +9,12 @@ episodes that found a gold paragraph are kept (rejection sampling), and TRL's
 only (the env mask), as in GRPO. The LoRA weights are merged and the model saved in
 ``RUN_DIR/warm_start/model``; GRPO then starts from it. A resumed run reuses the saved model.
 
+With ``plans``, the questions are shared round-robin among several fixed plans (tool
+sequences, e.g. ``[semantic_search, answer]`` or ``[semantic_search, keyword_search,
+read_paragraph, answer]``). The warm-started policy then mixes those ways of acting and
+GRPO has to find out which of them the reward pays for; a single plan leaves it nothing to
+choose between.
+
 This departs from the paper (which starts GRPO from Qwen2.5-3B-Instruct); it is off by
 default and on in the CPU learning run, where the 135M model needs it.
 """
@@ -18,7 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,7 @@ from grasp.env.environment import RetrievalEnvironment
 from grasp.models import LoadedModel, ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
-from grasp.rollout.scripted import HeuristicSearchPolicy
+from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan
 from grasp.rollout.trajectory import Trajectory, write_trajectories
 from grasp.types import Question
 
@@ -45,7 +52,10 @@ class WarmStartSettings:
     questions: int = 200
     """Training questions the scripted policy plays (seeded sample)."""
     reads: int = 1
-    """Paragraphs the scripted policy reads after its two searches."""
+    """Paragraphs the scripted policy reads after its two searches (when ``plans`` is empty)."""
+    plans: list[list[str]] = field(default_factory=list)
+    """Tool sequences the questions are shared among, round-robin (each ends with answer);
+    empty: the heuristic search-then-read policy."""
     min_recall: float = 0.5
     """Keep an episode when at least this fraction of gold paragraphs was retrieved."""
     epochs: float = 1.0
@@ -114,11 +124,33 @@ def scripted_episodes(
     chat: ChatTokenizer,
     rollout: RolloutConfig,
 ) -> list[Trajectory]:
-    """The scripted policy's episodes, tokenized exactly as the policy's rollouts are."""
+    """The scripted policy's episodes, tokenized exactly as the policy's rollouts are; with
+    ``plans``, question ``i`` of the seeded sample is played with plan ``i % len(plans)``."""
+    check_plans(settings.plans, [str(tool) for tool in env.config.tools])
     sample = random.Random(settings.seed).sample(questions, min(settings.questions, len(questions)))
-    policy = HeuristicSearchPolicy(reads=settings.reads, assistant_prefix=rollout.assistant_prefix)
-    engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
-    return engine.run(sample).trajectories
+    prefix = rollout.assistant_prefix
+    plans = settings.plans or [None]
+    episodes = []
+    for number, plan in enumerate(plans):
+        share = sample[number :: len(plans)]
+        if not share:
+            continue
+        policy = HeuristicSearchPolicy(reads=settings.reads, assistant_prefix=prefix, plan=plan)
+        engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
+        episodes.extend(engine.run(share).trajectories)
+    return episodes
+
+
+def check_plans(plans: list[list[str]], tools: Sequence[str]) -> None:
+    """Each plan is valid and calls only tools the episode offers."""
+    for number, plan in enumerate(plans):
+        field_name = f"warm_start.plans[{number}]"
+        check_plan(plan, field_name)
+        missing = sorted(set(plan) - set(tools))
+        if missing:
+            raise ValueError(
+                f"{field_name} calls {missing}, which this run's tools {list(tools)} lack"
+            )
 
 
 def sft_rows(trajectories: list[Trajectory]) -> list[dict[str, list[int]]]:

@@ -63,3 +63,48 @@ def test_sft_rows_need_token_traces(tiny_index, tiny_questions):
     untokenized = scripted_episodes(settings, list(tiny_questions), env, None, RolloutConfig())
     with pytest.raises(ValueError, match="token traces"):
         sft_rows(untokenized)
+
+
+PLANS = [
+    ["semantic_search", "answer"],
+    ["keyword_search", "read_paragraph", "answer"],
+    ["semantic_search", "keyword_search", "read_paragraph", "read_paragraph", "answer"],
+]
+
+
+def test_plans_share_the_questions_round_robin_and_are_followed_call_for_call(
+    tiny_index, tiny_questions
+):
+    env = RetrievalEnvironment(tiny_index, EnvConfig(turn_budget=5, top_k=2))
+    settings = WarmStartSettings(questions=len(tiny_questions), plans=PLANS)
+    episodes = scripted_episodes(settings, list(tiny_questions), env, None, RolloutConfig())
+    assert sorted(t.question_id for t in episodes) == sorted(q.question_id for q in tiny_questions)
+    by_plan = {}
+    for trajectory in episodes:
+        names = [turn["call"]["name"] for turn in trajectory.turns]
+        assert names in PLANS
+        assert all(turn["error"] is None for turn in trajectory.turns)
+        by_plan.setdefault(tuple(names), []).append(trajectory)
+    shares = [len(by_plan.get(tuple(plan), [])) for plan in PLANS]
+    assert sum(shares) == len(tiny_questions)
+    assert max(shares) - min(shares) <= 1  # round-robin
+    for trajectory in by_plan.get(tuple(PLANS[2]), []):  # two reads: two different paragraphs
+        reads = [t["call"]["arguments"] for t in trajectory.turns[2:4]]
+        assert reads[0] != reads[1]
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        (["semantic_search"], "must end with 'answer'"),
+        (["answer", "semantic_search", "answer"], "answer only there"),
+        (["web_search", "answer"], "unknown tool"),
+        (["keyword_search", "answer"], r"warm_start.plans\[1\] calls \['keyword_search'\]"),
+    ],
+)
+def test_bad_plans_fail_naming_the_plan(tiny_index, tiny_questions, plan, message):
+    tools = ["semantic_search", "read_paragraph", "answer"]  # the no-keyword ablation
+    env = RetrievalEnvironment(tiny_index, EnvConfig(turn_budget=4, tools=tools))
+    settings = WarmStartSettings(plans=[["semantic_search", "answer"], plan])
+    with pytest.raises(ValueError, match=message):
+        scripted_episodes(settings, list(tiny_questions), env, None, RolloutConfig())
