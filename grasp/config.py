@@ -22,6 +22,7 @@ from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
 from grasp.env.environment import EnvConfig
 from grasp.eval.ablation import Ablation, sweep_variants
+from grasp.eval.baseline_table import Baseline
 from grasp.eval.judge import JudgeConfig
 from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig
@@ -164,6 +165,25 @@ class EvaluateConfig:
 
 
 @dataclass
+class BaselinesConfig(EvaluateConfig):
+    """scripts/baselines.py: evaluate every baseline with the same backend, then one table.
+
+    The evaluation fields are those of scripts/evaluate.py and apply to every baseline alike;
+    each baseline's output folder is <sweep_dir>/<baseline> (out and baseline cannot be set).
+    """
+
+    baselines: list[str] = field(default_factory=lambda: [str(b) for b in Baseline])
+    """Baselines to evaluate (configs/baseline/ names); the table lists them in its own order."""
+    sweep_dir: str = "runs/baselines/${policy.kind}"
+    """Folder of the sweep: one evaluation folder per baseline, table.json and table.md."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        wanted = {parse_enum(Baseline, b, "baselines") for b in self.baselines}
+        self.baselines = [b for b in Baseline if b in wanted]
+
+
+@dataclass
 class BenchEnvConfig:
     """scripts/bench_env.py: environment throughput, and its share of rollout wall time."""
 
@@ -263,6 +283,7 @@ def register_configs() -> None:
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="ablate_schema", node=AblateConfig)
+    store.store(name="baselines_schema", node=BaselinesConfig)
     store.store(name="bench_retrieval_schema", node=BenchRetrievalConfig)
     store.store(name="bench_build_schema", node=BenchBuildConfig)
     store.store(name="serve_retrieval_schema", node=ServeRetrievalConfig)

@@ -23,9 +23,7 @@ that failed is recorded (failed.json), shown as failed, and makes the sweep exit
 from __future__ import annotations
 
 import logging
-import os
 import shlex
-import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -33,17 +31,11 @@ from pathlib import Path
 import hydra
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from grasp.config import AblateConfig, CompareMode, register_configs, to_dataclass
-from grasp.eval.ablation import (
-    Ablation,
-    clear_failure,
-    is_finished,
-    record_failure,
-    write_comparison,
-)
+from grasp.eval.ablation import Ablation, is_finished, write_comparison
+from grasp.eval.sweep import job_overrides, run_job
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
 from grasp.types import parse_enum
@@ -61,18 +53,8 @@ SWEEP_FIELDS = frozenset(f.name for f in fields(AblateConfig)) - {
 def train_overrides(task_overrides: list[str], run_dir: str) -> list[str]:
     """scripts/train.py's overrides for one variant: the job's own (experiment, ablation and
     any training field), less the sweep's fields, plus the variant's run folder."""
-    parsed = OverridesParser.create().parse_overrides(task_overrides)
-    kept = []
-    for text, override in zip(task_overrides, parsed, strict=True):
-        key = override.key_or_group
-        if key == "run_dir":
-            raise ValueError(
-                "run_dir= cannot be set: each variant runs in <sweep_dir>/<variant>; "
-                "choose sweep_dir= instead"
-            )
-        if key not in SWEEP_FIELDS:
-            kept.append(text)
-    return [*kept, f"run_dir={run_dir}"]
+    refused = {"run_dir": "each variant runs in <sweep_dir>/<variant>; choose sweep_dir= instead"}
+    return [*job_overrides(task_overrides, SWEEP_FIELDS, refused), f"run_dir={run_dir}"]
 
 
 def variant_config(overrides: list[str]) -> dict:
@@ -90,32 +72,9 @@ def train_variant(config: AblateConfig, variant: Ablation, task_overrides: list[
     if is_finished(run_dir, variant_config(overrides)):
         log.info("%s: finished in %s, skipped", variant, run_dir)
         return
-    clear_failure(run_dir)
     command = [*(config.launcher or [sys.executable]), str(TRAIN_SCRIPT), *overrides]
     log.info("%s (%s): %s", variant, variant.label, shlex.join(command))
-    try:
-        status = run_logged(command, run_dir / "train.log")
-        message = f"scripts/train.py exited with status {status}; see {run_dir / 'train.log'}"
-    except OSError as error:  # the launcher itself could not start
-        status, message = -1, f"could not start {command[0]!r}: {error}"
-    if status != 0:
-        record_failure(run_dir, message)
-        raise RuntimeError(f"variant {variant}: {message}")
-
-
-def run_logged(command: list[str], log_file: Path) -> int:
-    """Run ``command``, its output shown and appended to ``log_file``; its exit status."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log_file.open("a") as handle:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stdout.write(line)
-            handle.write(line)
-        return process.wait()
+    run_job(f"variant {variant}", "scripts/train.py", command, run_dir, run_dir / "train.log")
 
 
 def compare_sweep(config: AblateConfig) -> None:

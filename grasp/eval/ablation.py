@@ -15,13 +15,21 @@ that never ran, is still running or failed is a row that says so, never a droppe
 
 from __future__ import annotations
 
-import json
-import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.sweep import (
+    RunStatus,
+    as_json,
+    config_differences,
+    escape_cell,
+    markdown_table,
+    read_failure,
+    read_json,
+    write_table_files,
+)
 from grasp.types import StrEnum, ToolName, parse_enum
 
 
@@ -67,21 +75,6 @@ UNCOMPARED_FIELDS = (
 
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "config.json"
-FAILED_FILE = "failed.json"
-"""Written in a variant's run folder when its training failed; removed when it is retried."""
-
-
-class VariantStatus(StrEnum):
-    """Where a variant's run stands."""
-
-    FINISHED = "finished"
-    """results.json is written."""
-    UNFINISHED = "unfinished"
-    """Training started (config.json) but has not written results.json: running or interrupted."""
-    FAILED = "failed"
-    """The last attempt failed (failed.json says how)."""
-    MISSING = "missing"
-    """Never started."""
 
 
 def sweep_variants(variants: Iterable[str]) -> list[Ablation]:
@@ -105,29 +98,12 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
     resume it or must refuse).
     """
     config_file, results_file = run_dir / CONFIG_FILE, run_dir / RESULTS_FILE
-    if (run_dir / FAILED_FILE).exists() or not results_file.exists() or not config_file.exists():
+    if read_failure(run_dir) is not None or not results_file.exists() or not config_file.exists():
         return False
-    if _read_json(config_file) != json.loads(json.dumps(resolved, default=str)):
+    if read_json(config_file) != as_json(resolved):
         return False
-    steps = _read_json(results_file).get("steps", 0)
+    steps = read_json(results_file).get("steps", 0)
     return steps >= resolved["grpo"]["max_steps"]
-
-
-def record_failure(run_dir: Path, error: str | BaseException) -> Path:
-    """Write ``failed.json`` (the error, and its traceback for an exception) in ``run_dir``."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"error": str(error)}
-    if isinstance(error, BaseException):
-        record["error"] = f"{type(error).__name__}: {error}"
-        record["traceback"] = "".join(traceback.format_exception(error))
-    path = run_dir / FAILED_FILE
-    path.write_text(json.dumps(record, indent=2))
-    return path
-
-
-def clear_failure(run_dir: Path) -> None:
-    """Forget an earlier failure before the variant is tried again."""
-    (run_dir / FAILED_FILE).unlink(missing_ok=True)
 
 
 # --- reading a sweep -----------------------------------------------------------------------
@@ -139,7 +115,7 @@ class VariantRun:
 
     variant: Ablation
     run_dir: Path
-    status: VariantStatus
+    status: RunStatus
     after: dict[str, Any] | None = None
     """The evaluation after training (results.json "after"), for a finished run."""
     steps: int | None = None
@@ -157,12 +133,12 @@ AFTER_KEYS = ("em", "f1", "recall", "read_recall", "reward", "tool_calls_per_epi
 def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
     """Read ``<sweep_dir>/<variant>``; raise ValueError naming the file if it is malformed."""
     run_dir = sweep_dir / str(variant)
-    config = _read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).exists() else None
-    if (run_dir / FAILED_FILE).exists():
-        error = _read_json(run_dir / FAILED_FILE).get("error", "unknown error")
-        return VariantRun(variant, run_dir, VariantStatus.FAILED, config=config, error=error)
+    config = read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).exists() else None
+    error = read_failure(run_dir)
+    if error is not None:
+        return VariantRun(variant, run_dir, RunStatus.FAILED, config=config, error=error)
     if (run_dir / RESULTS_FILE).exists():
-        results = _read_json(run_dir / RESULTS_FILE)
+        results = read_json(run_dir / RESULTS_FILE)
         after = results.get("after")
         if not isinstance(after, dict):
             raise ValueError(f"{run_dir / RESULTS_FILE}: no 'after' evaluation")
@@ -170,19 +146,9 @@ def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
         if absent:
             raise ValueError(f"{run_dir / RESULTS_FILE}: 'after' lacks {absent}")
         steps = results.get("steps")
-        return VariantRun(variant, run_dir, VariantStatus.FINISHED, after, steps, config)
-    status = VariantStatus.UNFINISHED if config is not None else VariantStatus.MISSING
+        return VariantRun(variant, run_dir, RunStatus.FINISHED, after, steps, config)
+    status = RunStatus.UNFINISHED if config is not None else RunStatus.MISSING
     return VariantRun(variant, run_dir, status, config=config)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
 
 
 # --- the comparison ------------------------------------------------------------------------
@@ -268,21 +234,6 @@ def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) 
     return total
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
-    return flat
-
-
-def config_differences(config: dict[str, Any], reference: dict[str, Any]) -> list[str]:
-    """Keys (dotted) whose values differ between two resolved run configurations."""
-    a, b = _flatten(config), _flatten(reference)
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
 def _mismatch(run: VariantRun, reference: VariantRun) -> list[str]:
     """What makes ``run`` not matched to the reference: configuration keys outside the
     ablation's own fields, and a different number of steps taken."""
@@ -305,7 +256,7 @@ class Comparison:
 
     @property
     def complete(self) -> bool:
-        return all(row["status"] == VariantStatus.FINISHED for row in self.rows)
+        return all(row["status"] == RunStatus.FINISHED for row in self.rows)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -376,35 +327,29 @@ def render_markdown(comparison: Comparison) -> str:
         f"interval where there is one, and (in parentheses) the difference from the full run "
         f"(`{REFERENCE}`) of this sweep.",
         "",
-        "| variant | status | steps | eval questions | note |",
-        "|---|---|---|---|---|",
     ]
+    runs = []
     for row in rows:
         note = row["error"] or ""
         if row["mismatch"]:
             note = f"not matched: differs from the full run in {', '.join(row['mismatch'])}"
         steps = "" if row["steps"] is None else str(row["steps"])
         questions = "" if row["eval_questions"] is None else str(row["eval_questions"])
-        lines.append(
-            f"| {_name(row)} | {row['status']} | {steps} | {questions} | {_escape(note)} |"
-        )
+        runs.append([_name(row), str(row["status"]), steps, questions, escape_cell(note)])
+    lines += markdown_table(["variant", "status", "steps", "eval questions", "note"], runs)
     for group in GROUPS:
         columns = [c for c in comparison.columns if c.group == group]
         lines += ["", f"## {group}", ""]
-        lines.append("| variant | " + " | ".join(c.label for c in columns) + " |")
-        lines.append("|---" * (len(columns) + 1) + "|")
-        for row in rows:
-            cells = [_format_cell(row["metrics"][c.key], row["variant"]) for c in columns]
-            lines.append(f"| {_name(row)} | " + " | ".join(cells) + " |")
+        cells = [
+            [_name(row), *(_format_cell(row["metrics"][c.key], row["variant"]) for c in columns)]
+            for row in rows
+        ]
+        lines += markdown_table(["variant", *(c.label for c in columns)], cells)
     return "\n".join(lines) + "\n"
 
 
 def _name(row: dict[str, Any]) -> str:
     return f"{row['label']} (`{row['variant']}`)"
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _format_cell(cell: dict[str, Any], variant: str) -> str:
@@ -428,8 +373,5 @@ class ComparisonFiles:
 def write_comparison(sweep_dir: Path, variants: Iterable[str]) -> ComparisonFiles:
     """Compare the sweep's variants; write comparison.json and comparison.md in ``sweep_dir``."""
     comparison = compare(sweep_dir, variants)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    json_path, markdown_path = sweep_dir / "comparison.json", sweep_dir / "comparison.md"
-    json_path.write_text(json.dumps(comparison.as_json(), indent=2))
-    markdown_path.write_text(comparison.markdown())
-    return ComparisonFiles(comparison, json_path, markdown_path)
+    files = write_table_files(sweep_dir, "comparison", comparison.as_json(), comparison.markdown())
+    return ComparisonFiles(comparison, files.json_path, files.markdown_path)

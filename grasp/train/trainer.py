@@ -22,6 +22,7 @@ from grasp.corpus import SentenceCorpus
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.sweep import config_differences
 from grasp.models import WHEEL_PREFIX, LoadedModel, load_policy_model
 from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
@@ -210,27 +211,13 @@ def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
     """Refuse to resume a run directory with a different configuration."""
     if path.exists():
         before = json.loads(path.read_text())
-        changed = sorted(
-            key
-            for key in set(_flatten(before)) | set(_flatten(resolved))
-            if key not in RESUMABLE_CHANGES
-            and _flatten(before).get(key) != _flatten(resolved).get(key)
-        )
+        changed = [k for k in config_differences(before, resolved) if k not in RESUMABLE_CHANGES]
         if changed:
             raise ValueError(
                 f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "
                 "choose another run_dir= or delete that folder"
             )
     path.write_text(json.dumps(resolved, indent=2, default=str))
-
-
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
-    return flat
 
 
 def make_grpo_trainer(

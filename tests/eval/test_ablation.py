@@ -13,14 +13,12 @@ import pytest
 from grasp.eval.ablation import (
     FULL_WEIGHTS_TOTAL,
     Ablation,
-    VariantStatus,
-    clear_failure,
     compare,
     is_finished,
-    record_failure,
     sweep_variants,
     write_comparison,
 )
+from grasp.eval.sweep import RunStatus, clear_failure, record_failure
 
 WEIGHTS = {"alpha": 0.7, "beta": 0.15, "gamma": 0.15, "delta": 0.5, "threshold": 0.5}
 ALL_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]
@@ -259,6 +257,6 @@ def test_is_finished_needs_results_the_same_config_the_full_budget_and_no_failur
     assert json.loads(path.read_text())["error"] == "RuntimeError: boom"
     assert "RuntimeError: boom" in json.loads(path.read_text())["traceback"]
     assert not is_finished(run_dir, config)
-    assert rows_by_variant(compare(sweep, []))["none"]["status"] == VariantStatus.FAILED
+    assert rows_by_variant(compare(sweep, []))["none"]["status"] == RunStatus.FAILED
     clear_failure(run_dir)
     assert is_finished(run_dir, config)

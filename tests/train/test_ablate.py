@@ -20,7 +20,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, register_configs, to_dataclass
-from grasp.eval.ablation import ABLATION_FIELDS, Ablation, config_differences
+from grasp.eval.ablation import ABLATION_FIELDS, Ablation
+from grasp.eval.sweep import config_differences
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "ablate.py"

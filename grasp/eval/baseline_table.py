@@ -1,0 +1,346 @@
+"""The baseline table: every baseline evaluated with the same backend, side by side.
+
+``scripts/baselines.py`` evaluates each baseline (``configs/baseline/<name>.yaml``) into
+``<sweep_dir>/<name>/``, an output folder of ``scripts/evaluate.py``. This module reads those
+folders back and writes ``table.json`` and ``table.md``: per dataset EM, F1, JD and paragraph
+recall, each with its 95% bootstrap interval, and the evaluation's wall time; then all
+questions pooled and the macro mean over datasets; the code's commit and the policy's
+identity once::
+
+    planned = [PlannedBaseline(Baseline.DIRECT, sweep / "direct", resolved_config)]
+    write_table(sweep, planned, ["hotpotqa", "musique"])
+
+A baseline that was not run, never started, is unfinished or failed is a row that says so,
+never a dropped row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grasp.eval.sweep import (
+    RunStatus,
+    TableFiles,
+    config_differences,
+    escape_cell,
+    markdown_table,
+    read_failure,
+    read_json,
+    write_table_files,
+)
+from grasp.eval.tables import describe
+from grasp.types import StrEnum
+
+
+class Baseline(StrEnum):
+    """The baselines of the table, in its row order: one ``configs/baseline/<name>.yaml`` each."""
+
+    NONE = "none"
+    SEARCH_R1 = "search_r1"
+    DIRECT = "direct"
+    SINGLE_STEP_SEMANTIC = "single_step_semantic"
+    SINGLE_STEP_LEXICAL = "single_step_lexical"
+    SINGLE_STEP_HYBRID = "single_step_hybrid"
+    SINGLE_STEP_PARAGRAPH = "single_step_paragraph"
+    SINGLE_STEP_RERANK = "single_step_rerank"
+    IRCOT = "ircot"
+    CRAG = "crag"
+    ADAPTIVE = "adaptive"
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Baseline.NONE: "prompted agent",
+    Baseline.SEARCH_R1: "Search-R1 agent",
+    Baseline.DIRECT: "direct answer",
+    Baseline.SINGLE_STEP_SEMANTIC: "single-step, dense",
+    Baseline.SINGLE_STEP_LEXICAL: "single-step, BM25",
+    Baseline.SINGLE_STEP_HYBRID: "single-step, hybrid",
+    Baseline.SINGLE_STEP_PARAGRAPH: "single-step, paragraphs",
+    Baseline.SINGLE_STEP_RERANK: "single-step, reranked",
+    Baseline.IRCOT: "IRCoT",
+    Baseline.CRAG: "CRAG",
+    Baseline.ADAPTIVE: "Adaptive-RAG",
+}
+
+RESULTS_FILE = "results.json"
+UNCOMPARED_FIELDS = ("out",)
+"""Where an evaluation was written: a finished one in a moved sweep folder is still finished."""
+METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
+"""(results key, header) of the compared quantities."""
+
+
+def unmet_requirement(config: Mapping[str, Any]) -> str | None:
+    """What an evaluation's composed configuration lacks to run, or None.
+
+    Checked before the configuration is built (building it would raise): the sweep runs
+    the other baselines and the table says why this one was not run.
+    """
+    reranker = config.get("baseline", {}).get("reranker", {})
+    if reranker.get("enabled") and not reranker.get("path"):
+        return "needs baseline.reranker.path"
+    return None
+
+
+@dataclass
+class PlannedBaseline:
+    """One row of the table as the sweep planned it."""
+
+    baseline: Baseline
+    run_dir: Path
+    """The evaluation's output folder (``out=``)."""
+    config: dict[str, Any] | None = None
+    """The resolved EvaluateConfig it runs with; None when it is not run."""
+    not_run: str | None = None
+    """Why the sweep leaves it out (``unmet_requirement``)."""
+
+
+def is_finished(run_dir: Path, resolved: Mapping[str, Any]) -> bool:
+    """True when ``run_dir`` holds a finished evaluation of exactly ``resolved`` (an
+    EvaluateConfig as a dict) and no later attempt failed."""
+    results = run_dir / RESULTS_FILE
+    if read_failure(run_dir) is not None or not results.exists():
+        return False
+    return not _mismatch(read_json(results).get("config", {}), resolved)
+
+
+def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -> list[str]:
+    if resolved is None:
+        return []
+    return [k for k in config_differences(recorded, resolved) if k not in UNCOMPARED_FIELDS]
+
+
+# --- one row -------------------------------------------------------------------------------
+
+
+def _cell(value: Any, interval: Mapping[str, float] | None) -> dict[str, Any]:
+    """``{"value", "ci"}``: the mean (or "not computed"...) and its [low, high] interval."""
+    if isinstance(value, Mapping):  # a macro entry: {"mean", "low", "high", "n"}
+        value, interval = value["mean"], value
+    ci = [interval["low"], interval["high"]] if interval and not isinstance(value, str) else None
+    return {"value": value, "ci": ci}
+
+
+def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The compared quantities of one results entry (a dataset's, pooled or macro)."""
+    intervals = results.get("ci", {})
+    cells = {key: _cell(results.get(key), intervals.get(key)) for key, _ in METRICS}
+    for key in ("wall_time_s", "questions", "questions_rolled_out"):
+        if key in results:
+            cells[key] = results[key]
+    return cells
+
+
+def read_row(planned: PlannedBaseline, datasets: Sequence[str]) -> dict[str, Any]:
+    """One baseline's row: its status, and its values once its evaluation finished."""
+    row: dict[str, Any] = {
+        "baseline": str(planned.baseline),
+        "label": planned.baseline.label,
+        "run_dir": str(planned.run_dir),
+        "status": str(RunStatus.MISSING),
+        "note": None,
+        "mismatch": [],
+        "questions": None,
+        "wall_time_s": None,
+        "datasets": {},
+        "pooled": None,
+        "macro": None,
+    }
+    results_file = planned.run_dir / RESULTS_FILE
+    error = read_failure(planned.run_dir)
+    if planned.not_run is not None:
+        row.update(status=str(RunStatus.NOT_RUN), note=planned.not_run)
+    elif error is not None:
+        row.update(status=str(RunStatus.FAILED), note=error)
+    elif results_file.exists():
+        results = read_json(results_file)
+        row.update(_finished(results, datasets, results_file))
+        row["mismatch"] = _mismatch(results.get("config", {}), planned.config)
+        if row["mismatch"]:
+            row["note"] = f"not matched: differs from this sweep in {', '.join(row['mismatch'])}"
+    elif planned.run_dir.exists():
+        row["status"] = str(RunStatus.UNFINISHED)
+    return row
+
+
+def _finished(results: Mapping[str, Any], datasets: Sequence[str], path: Path) -> dict[str, Any]:
+    absent = [d for d in datasets if d not in results.get("datasets", {})]
+    if absent or "overall" not in results:
+        raise ValueError(f"{path}: no results of {absent or 'overall'}")
+    pooled = results["overall"]["pooled"]
+    return {
+        "status": str(RunStatus.FINISHED),
+        "questions": results.get("questions"),
+        "wall_time_s": pooled.get("wall_time_s"),
+        "datasets": {d: _metrics(results["datasets"][d]) for d in datasets},
+        "pooled": _metrics(pooled),
+        "macro": _metrics(results["overall"]["macro"]),
+        "provenance": results.get("provenance") or {},
+        "protocol": {k: results.get("config", {}).get(k) for k in ("split", "n", "seed")},
+    }
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+@dataclass
+class BaselineTable:
+    """``as_json()`` is table.json, ``markdown()`` table.md."""
+
+    sweep_dir: Path
+    datasets: list[str]
+    rows: list[dict[str, Any]]
+
+    @property
+    def complete(self) -> bool:
+        """Every planned baseline finished (those not run excepted)."""
+        return all(r["status"] in (RunStatus.FINISHED, RunStatus.NOT_RUN) for r in self.rows)
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """What produced the first finished row (every row's, unless ``differs`` says not)."""
+        finished = [r for r in self.rows if r["status"] == RunStatus.FINISHED]
+        if not finished:
+            return {}
+        first = finished[0]
+        differs = {
+            r["baseline"]: [k for k in ("code", "policy", "judge") if _get(r, k) != _get(first, k)]
+            for r in finished
+        }
+        return {
+            "code": _get(first, "code"),
+            "policy": _get(first, "policy"),
+            "judge": _get(first, "judge"),
+            "protocol": first["protocol"],
+            "differs": {b: keys for b, keys in differs.items() if keys},
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        rows = [
+            {k: v for k, v in r.items() if k not in ("provenance", "protocol")} for r in self.rows
+        ]
+        return {
+            "sweep_dir": str(self.sweep_dir),
+            "datasets": self.datasets,
+            "complete": self.complete,
+            "provenance": self.provenance,
+            "rows": rows,
+        }
+
+    def markdown(self) -> str:
+        return render_markdown(self)
+
+
+def _get(row: Mapping[str, Any], key: str) -> Any:
+    return row.get("provenance", {}).get(key)
+
+
+def baseline_table(
+    sweep_dir: Path, planned: Sequence[PlannedBaseline], datasets: Sequence[str]
+) -> BaselineTable:
+    """Read every planned baseline's folder; raise ValueError naming a malformed file."""
+    return BaselineTable(sweep_dir, list(datasets), [read_row(p, datasets) for p in planned])
+
+
+def write_table(
+    sweep_dir: Path, planned: Sequence[PlannedBaseline], datasets: Sequence[str]
+) -> TableFiles:
+    """Build the table and write table.json and table.md in ``sweep_dir``."""
+    table = baseline_table(sweep_dir, planned, datasets)
+    return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
+
+
+# --- table.md ------------------------------------------------------------------------------
+
+
+def render_markdown(table: BaselineTable) -> str:
+    """A runs table, then one table per dataset, then pooled and macro (several datasets)."""
+    lines = [f"# Baselines: {table.sweep_dir}", "", *_header(table.provenance), ""]
+    runs = []
+    for row in table.rows:
+        questions = "" if row["questions"] is None else str(row["questions"])
+        note = escape_cell(row["note"] or "")
+        runs.append([_name(row), row["status"], questions, _seconds(row["wall_time_s"]), note])
+    lines += markdown_table(["baseline", "status", "questions", "wall s", "note"], runs)
+    sections = [(d, d) for d in table.datasets]
+    if len(table.datasets) > 1:
+        sections += [("overall (pooled)", "pooled"), ("overall (macro)", "macro")]
+    for title, part in sections:
+        lines += ["", f"## {title}", ""]
+        header = ["baseline", *(label for _, label in METRICS)]
+        if part != "macro":
+            header.append("wall s")
+        cells = [
+            [_name(row), *_metric_cells(_part(row, part), part == "macro")] for row in table.rows
+        ]
+        lines += markdown_table(header, cells)
+    return "\n".join(lines) + "\n"
+
+
+def _part(row: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:
+    """A row's values of one dataset, or its pooled or macro values."""
+    return row[part] if part in ("pooled", "macro") else row["datasets"].get(part)
+
+
+def _header(provenance: Mapping[str, Any]) -> list[str]:
+    if not provenance:
+        return ["No baseline has finished yet."]
+    code = provenance["code"] or {}
+    commit = code.get("git_commit") or "unknown (not a git checkout)"
+    if code.get("git_dirty"):
+        commit += " (with uncommitted changes)"
+    protocol = provenance["protocol"]
+    lines = [
+        f"- policy (every baseline's backend): {describe(provenance['policy'])}",
+        f"- judge: {describe(provenance['judge'])}",
+        f"- code: git {commit}",
+        f"- protocol: split {protocol['split']}, n={protocol['n']} per dataset "
+        f"(seed {protocol['seed']}; all questions where fewer); each baseline's configuration "
+        "is `config` in its results.json",
+        "- cells: mean [95% bootstrap interval]; macro: mean of the dataset means (stratified "
+        "bootstrap); wall s: rollout time as evaluate.py recorded it, model loading, index "
+        "building and scoring not included (a resumed evaluation records only its last run: "
+        "`resumed k/n` says so)",
+    ]
+    for baseline, keys in provenance["differs"].items():
+        lines.append(f"- `{baseline}` differs in {', '.join(keys)}: see its results.json")
+    return lines
+
+
+def _name(row: Mapping[str, Any]) -> str:
+    return f"{row['label']} (`{row['baseline']}`)"
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
+
+
+def _metric_cells(metrics: Mapping[str, Any] | None, macro: bool) -> list[str]:
+    width = len(METRICS) + (0 if macro else 1)
+    if metrics is None:
+        return ["—"] * width
+    cells = [_format(metrics[key]) for key, _ in METRICS]
+    if not macro:
+        wall = _seconds(metrics.get("wall_time_s"))
+        done, total = metrics.get("questions_rolled_out"), metrics.get("questions")
+        if done is not None and total is not None and done < total:
+            wall += f" (resumed {done}/{total})"
+        cells.append(wall)
+    return cells
+
+
+def _format(cell: Mapping[str, Any]) -> str:
+    value = cell["value"]
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if cell["ci"] is None:
+        return f"{value:.3f}"
+    return f"{value:.3f} [{cell['ci'][0]:.3f}, {cell['ci'][1]:.3f}]"

