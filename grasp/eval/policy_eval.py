@@ -33,7 +33,7 @@ from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
-from grasp.rollout.trajectory import Trajectory, read_trajectories
+from grasp.rollout.trajectory import Trajectory
 from grasp.types import Question
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,38 @@ class EvaluationOutput:
     trajectories: list[Trajectory]
     scores: EpisodeScores
     """Supporting-sentence recall and judge verdicts by episode id."""
+
+
+def read_finished(path: Path) -> list[Trajectory]:
+    """The trajectories an earlier run appended to ``path``.
+
+    A run killed while appending leaves a torn last line: it is cut off the file (its question
+    is rolled out again) with a warning. A bad line before the last is corruption, not an
+    interruption: ValueError naming the file and the line.
+    """
+    lines = path.read_bytes().split(b"\n")
+    trajectories, kept = [], 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            kept += len(line) + 1
+            continue
+        try:
+            trajectories.append(Trajectory.from_json(json.loads(line)))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
+            if any(rest.strip() for rest in lines[number:]):
+                raise ValueError(
+                    f"{path}: line {number} is not a trajectory ({error}); the file is "
+                    "corrupted: delete it to roll out every question again"
+                ) from None
+            log.warning("%s: dropping a torn last line (an interrupted write)", path)
+            with path.open("r+b") as handle:
+                handle.truncate(kept)
+            return trajectories
+        kept += len(line) + 1
+    if lines[-1].strip():  # a whole last line whose newline was not written yet
+        with path.open("ab") as handle:
+            handle.write(b"\n")
+    return trajectories
 
 
 def evaluate_policy(
@@ -65,7 +97,7 @@ def evaluate_policy(
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_or_write_config(out_dir / "config.json", config)
     path = out_dir / "trajectories.jsonl"
-    done = read_trajectories(path) if path.exists() else []
+    done = read_finished(path) if path.exists() else []
     done_ids = {t.question_id for t in done}
     todo = [q for q in questions if q.question_id not in done_ids]
     if done:

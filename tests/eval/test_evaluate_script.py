@@ -167,3 +167,43 @@ def test_single_dataset_form_reads_its_own_path(evaluate, data_dir, index_root, 
     written = json.loads((tmp_path / "musique" / "results.json").read_text())
     assert written["config"]["dataset"]["path"] == str(path)
     assert "overall (macro)" not in (tmp_path / "results.md").read_text()
+
+
+def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
+    evaluate, data_dir, index_root, tmp_path
+):
+    out = tmp_path / "eval"
+    overrides = [
+        "policy=scripted",
+        f"data_dir={data_dir}",
+        f"index_root={index_root}",
+        "datasets=[hotpotqa]",
+        f"out={out}",
+    ]
+    first = evaluate.run(compose_config(*overrides))
+    path = out / "hotpotqa" / "trajectories.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3
+    # Killed while appending the third line: half of it reached the disk.
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
+    again = evaluate.run(compose_config(*overrides))
+    assert again["datasets"]["hotpotqa"]["questions_rolled_out"] == 1
+    rewritten = path.read_text().splitlines()
+    assert rewritten[:2] == lines[:2] and len(rewritten) == 3  # the torn line replaced
+    # The same question again (alone in its batch now, so its group id and the last bits of
+    # its dense scores may differ), with the same calls and answer.
+    torn, redone = json.loads(lines[2]), json.loads(rewritten[2])
+    assert redone["question_id"] == torn["question_id"] and redone["answer"] == torn["answer"]
+    assert [t["text"] for t in redone["turns"]] == [t["text"] for t in torn["turns"]]
+    assert again["overall"]["pooled"]["em"] == first["overall"]["pooled"]["em"]
+    # A whole last line without its newline is kept, and the next append starts a new line.
+    path.write_text("\n".join(rewritten[:2]))
+    evaluate.run(compose_config(*overrides))
+    assert path.read_text().splitlines()[:2] == rewritten[:2]
+    assert len(path.read_text().splitlines()) == 3
+    # A bad line before the end is corruption: named, and nothing is overwritten.
+    corrupted = lines[0] + "\n{broken\n" + lines[2] + "\n"
+    path.write_text(corrupted)
+    with pytest.raises(ValueError, match=r"trajectories.jsonl: line 2 is not a trajectory"):
+        evaluate.run(compose_config(*overrides))
+    assert path.read_text() == corrupted
