@@ -147,8 +147,9 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
     overall = overall_summary(parts)
     pooled = overall["pooled"]
     pooled["wall_time_s"] = sum(r["wall_time_s"] for r in per_dataset.values())
-    rolled_out = sum(r["questions_rolled_out"] for r in per_dataset.values())
-    pooled["wall_time_per_question_s"] = pooled["wall_time_s"] / max(rolled_out, 1)
+    for key in ("questions_rolled_out", "questions_timed"):
+        pooled[key] = sum(r[key] for r in per_dataset.values())
+    pooled["wall_time_per_question_s"] = pooled["wall_time_s"] / max(pooled["questions_timed"], 1)
     results = {
         "datasets": per_dataset,
         "overall": overall,

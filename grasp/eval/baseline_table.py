@@ -131,7 +131,7 @@ def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     """The compared quantities of one results entry (a dataset's, pooled or macro)."""
     intervals = results.get("ci", {})
     cells = {key: _cell(results.get(key), intervals.get(key)) for key, _ in METRICS}
-    for key in ("wall_time_s", "questions", "questions_rolled_out"):
+    for key in ("wall_time_s", "questions", "questions_rolled_out", "questions_timed"):
         if key in results:
             cells[key] = results[key]
     return cells
@@ -304,9 +304,9 @@ def _header(provenance: Mapping[str, Any]) -> list[str]:
         f"(seed {protocol['seed']}; all questions where fewer); each baseline's configuration "
         "is `config` in its results.json",
         "- cells: mean [95% bootstrap interval]; macro: mean of the dataset means (stratified "
-        "bootstrap); wall s: rollout time as evaluate.py recorded it, model loading, index "
-        "building and scoring not included (a resumed evaluation records only its last run: "
-        "`resumed k/n` says so)",
+        "bootstrap); wall s: rollout time as evaluate.py recorded it, summed over the runs of "
+        "a resumed evaluation; model loading, index building and scoring not included "
+        "(`k/n timed`: a run was killed before logging the time of n-k questions)",
     ]
     for baseline, keys in provenance["differs"].items():
         lines.append(f"- `{baseline}` differs in {', '.join(keys)}: see its results.json")
@@ -328,9 +328,10 @@ def _metric_cells(metrics: Mapping[str, Any] | None, macro: bool) -> list[str]:
     cells = [_format(metrics[key]) for key, _ in METRICS]
     if not macro:
         wall = _seconds(metrics.get("wall_time_s"))
-        done, total = metrics.get("questions_rolled_out"), metrics.get("questions")
-        if done is not None and total is not None and done < total:
-            wall += f" (resumed {done}/{total})"
+        total = metrics.get("questions")
+        timed = metrics.get("questions_timed", metrics.get("questions_rolled_out"))
+        if timed is not None and total is not None and timed < total:
+            wall += f" ({timed}/{total} timed)"
         cells.append(wall)
     return cells
 

@@ -5,13 +5,17 @@ Output folder::
     config.json          the configuration that shapes the trajectories (a rerun with
                          another one is refused; the judge may change)
     trajectories.jsonl   one trajectory per line, appended batch by batch
+    rollout_log.jsonl    one line per finished batch: its question ids and its seconds, so
+                         that a resumed evaluation reports the time of every run, not its last
     judge_cache.jsonl    the judge's verdicts (when a judge is configured)
     results.json         em, f1, jd, recall first; then supporting-sentence recall, tool use,
                          errors, stop reasons, cost, the configuration and its provenance
     results.md           the same as tables
 
 An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped, and
-answers already in judge_cache.jsonl are not judged again.
+answers already in judge_cache.jsonl are not judged again. Its wall time is the sum over
+rollout_log.jsonl of the batches whose questions are kept; a batch killed before its log line
+was written is not counted, and ``questions_timed`` < ``questions`` says so.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +42,8 @@ from grasp.rollout.trajectory import Trajectory
 from grasp.types import Question
 
 log = logging.getLogger(__name__)
+
+ROLLOUT_LOG_FILE = "rollout_log.jsonl"
 
 
 @dataclass
@@ -102,36 +109,42 @@ def evaluate_policy(
     todo = [q for q in questions if q.question_id not in done_ids]
     if done:
         log.info("resuming: %d questions done, %d to go", len(done_ids), len(todo))
-    timings = RolloutTimings()
-    started = time.perf_counter()
+    log_path = out_dir / ROLLOUT_LOG_FILE
+    _end_last_line(log_path)
+    run_id = uuid.uuid4().hex[:12]
     with tqdm(total=len(questions), initial=len(done_ids), desc="evaluate", unit="q") as bar:
         for start in range(0, len(todo), batch_questions):
-            batch = engine.run(todo[start : start + batch_questions])
+            chunk = todo[start : start + batch_questions]
+            started = time.perf_counter()
+            batch = engine.run(chunk)
             with path.open("a") as handle:
                 for trajectory in batch.trajectories:
                     handle.write(json.dumps(trajectory.to_json(save_tokens)) + "\n")
+            wall = time.perf_counter() - started
+            with log_path.open("a") as handle:
+                handle.write(json.dumps(_log_line(run_id, chunk, batch.timings, wall)) + "\n")
             done.extend(batch.trajectories)
-            for name in ("generation", "environment", "total"):
-                setattr(timings, name, getattr(timings, name) + getattr(batch.timings, name))
-            bar.update(len(todo[start : start + batch_questions]))
-    wall = time.perf_counter() - started
+            bar.update(len(chunk))
     wanted = {q.question_id for q in questions}
     trajectories = [t for t in done if t.question_id in wanted]
+    timed = rollout_time(log_path, wanted)
     scoring_started = time.perf_counter()
     scores = score_episodes(engine.env.index.corpus, questions, trajectories)
     if judge is not None:
         scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
     results = summarize(trajectories, scores)
     results["scoring_time_s"] = time.perf_counter() - scoring_started
-    results["wall_time_s"] = wall
-    results["wall_time_per_question_s"] = wall / max(len(todo), 1)
+    results["wall_time_s"] = timed["wall"]
+    results["wall_time_per_question_s"] = timed["wall"] / max(timed["questions"], 1)
     results["rollout_time_s"] = {
-        "generation": timings.generation,
-        "environment": timings.environment,
-        "environment_share": timings.environment / timings.total if timings.total else 0.0,
+        "generation": timed["generation"],
+        "environment": timed["environment"],
+        "environment_share": timed["environment"] / timed["total"] if timed["total"] else 0.0,
     }
     results["questions"] = len(wanted)
     results["questions_rolled_out"] = len(todo)
+    results["questions_timed"] = timed["questions"]
+    results["rollout_runs"] = timed["runs"]
     results["config"] = config
     results["provenance"] = provenance
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
@@ -139,6 +152,61 @@ def evaluate_policy(
     markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
     (out_dir / "results.md").write_text(markdown)
     return EvaluationOutput(results, trajectories, scores)
+
+
+def _end_last_line(path: Path) -> None:
+    """Give a torn last line its newline, so that the next append starts a line of its own."""
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as handle:
+            handle.seek(-1, 2)
+            ended = handle.read(1) == b"\n"
+        if not ended:
+            with path.open("ab") as handle:
+                handle.write(b"\n")
+
+
+def _log_line(
+    run_id: str, questions: Sequence[Question], timings: RolloutTimings, wall: float
+) -> dict[str, Any]:
+    return {
+        "run": run_id,
+        "question_ids": [q.question_id for q in questions],
+        "wall_s": wall,
+        "generation_s": timings.generation,
+        "environment_s": timings.environment,
+        "total_s": timings.total,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def rollout_time(path: Path, wanted: set[str]) -> dict[str, float]:
+    """Seconds spent rolling out ``wanted``, summed over the batches ``path`` logged.
+
+    A batch counts when every one of its questions is wanted (a folder reused for a subset
+    counts only whole batches). ``questions`` is how many wanted questions the counted batches
+    cover, ``runs`` how many evaluation runs logged them. A torn last line (a run killed while
+    writing it) is skipped; its batch counts as untimed.
+    """
+    timed = {"wall": 0.0, "generation": 0.0, "environment": 0.0, "total": 0.0}
+    covered: set[str] = set()
+    runs: set[str] = set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s: skipping a line that is not JSON (an interrupted write)", path)
+                continue
+            ids = set(entry["question_ids"])
+            if not ids <= wanted or ids & covered:
+                continue
+            covered |= ids
+            runs.add(entry["run"])
+            timed["wall"] += entry["wall_s"]
+            timed["generation"] += entry["generation_s"]
+            timed["environment"] += entry["environment_s"]
+            timed["total"] += entry["total_s"]
+    return {**timed, "questions": len(covered), "runs": len(runs)}
 
 
 def score_episodes(

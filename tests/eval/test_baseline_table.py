@@ -26,7 +26,7 @@ def interval(mean: float, low: float, high: float, n: int = 4) -> dict:
     return {"mean": mean, "low": low, "high": high, "n": n}
 
 
-def dataset_results(em: float, wall: float, rolled_out: int = 4) -> dict:
+def dataset_results(em: float, wall: float, timed: int = 4) -> dict:
     return {
         "em": em,
         "f1": em + 0.125,
@@ -39,7 +39,8 @@ def dataset_results(em: float, wall: float, rolled_out: int = 4) -> dict:
         },
         "wall_time_s": wall,
         "questions": 4,
-        "questions_rolled_out": rolled_out,
+        "questions_rolled_out": 1,
+        "questions_timed": timed,
     }
 
 
@@ -47,10 +48,10 @@ def config(run_dir: Path, n: int = 4) -> dict:
     return {"n": n, "seed": 42, "split": "dev", "out": str(run_dir), "baseline": {"kind": "x"}}
 
 
-def write_results(run_dir: Path, em: float, commit: str = "abc123", rolled_out: int = 4) -> None:
-    hotpotqa, musique = dataset_results(em, 2.0, rolled_out), dataset_results(em / 2, 6.0)
+def write_results(run_dir: Path, em: float, commit: str = "abc123", timed: int = 4) -> None:
+    hotpotqa, musique = dataset_results(em, 2.0, timed), dataset_results(em / 2, 6.0)
     pooled = dataset_results(em * 0.75, 8.0) | {"questions": 8}
-    pooled.pop("questions_rolled_out")
+    pooled.update(questions_rolled_out=2, questions_timed=8)
     macro = {
         "em": interval(em * 0.75, 0.0, 1.0),
         "f1": interval(0.5, 0.25, 0.75),
@@ -80,7 +81,7 @@ def planned(sweep: Path, name: str, **fields) -> PlannedBaseline:
 
 def test_rows_hold_each_evaluation_and_say_what_did_not_finish(sweep):
     write_results(sweep / "direct", em=0.5)
-    write_results(sweep / "ircot", em=0.25, rolled_out=1)
+    write_results(sweep / "ircot", em=0.25, timed=1)  # 3 questions' batch was not logged
     (sweep / "crag").mkdir(parents=True)  # started, no results yet
     record_failure(sweep / "adaptive", "scripts/evaluate.py exited with status 1")
     rows = [
@@ -123,7 +124,9 @@ def test_rows_hold_each_evaluation_and_say_what_did_not_finish(sweep):
         "| not computed | 0.500 [0.250, 0.750] | 2.0 |"
     ) in markdown
     assert "| IRCoT (`ircot`) | 0.250 [0.000, 0.500] |" in markdown
-    assert "| 2.0 (resumed 1/4) |" in markdown
+    assert "| 2.0 (1/4 timed) |" in markdown
+    # Every other dataset was resumed too (1 of 4 rolled out by its last run) but fully timed.
+    assert markdown.count(" timed) |") == 1
     assert "| CRAG (`crag`) | — | — | — | — | — |" in markdown
     sections = [line for line in markdown.splitlines() if line.startswith("## ")]
     assert sections == ["## hotpotqa", "## musique", "## overall (pooled)", "## overall (macro)"]

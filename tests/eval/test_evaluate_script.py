@@ -207,3 +207,55 @@ def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
     with pytest.raises(ValueError, match=r"trajectories.jsonl: line 2 is not a trajectory"):
         evaluate.run(compose_config(*overrides))
     assert path.read_text() == corrupted
+
+
+def test_a_resumed_evaluation_reports_the_time_of_every_run(
+    evaluate, data_dir, index_root, tmp_path
+):
+    out = tmp_path / "eval"
+    overrides = [
+        "policy=scripted",
+        f"data_dir={data_dir}",
+        f"index_root={index_root}",
+        "datasets=[hotpotqa]",
+        "batch_questions=1",
+        f"out={out}",
+    ]
+    evaluate.run(compose_config(*overrides))
+    folder = out / "hotpotqa"
+    trajectories = (folder / "trajectories.jsonl").read_text().splitlines()
+    logged = [json.loads(line) for line in (folder / "rollout_log.jsonl").read_text().splitlines()]
+    assert [entry["question_ids"] for entry in logged] == [
+        [json.loads(line)["question_id"]] for line in trajectories
+    ]
+    assert len({entry["run"] for entry in logged}) == 1
+    # Killed during the last batch: neither its trajectory nor its time reached the disk.
+    (folder / "trajectories.jsonl").write_text("\n".join(trajectories[:2]) + "\n")
+    (folder / "rollout_log.jsonl").write_text(
+        "".join(json.dumps(entry) + "\n" for entry in logged[:2])
+    )
+    resumed = evaluate.run(compose_config(*overrides))["datasets"]["hotpotqa"]
+    relogged = [
+        json.loads(line) for line in (folder / "rollout_log.jsonl").read_text().splitlines()
+    ]
+    assert relogged[:2] == logged[:2] and len(relogged) == 3
+    assert relogged[2]["run"] != logged[0]["run"]
+    assert resumed["questions_rolled_out"] == 1
+    assert resumed["questions_timed"] == resumed["questions"] == 3
+    assert resumed["rollout_runs"] == 2
+    assert resumed["wall_time_s"] == pytest.approx(sum(entry["wall_s"] for entry in relogged))
+    assert resumed["wall_time_per_question_s"] == pytest.approx(resumed["wall_time_s"] / 3)
+    # Killed after writing the last trajectory, before its time (mid-line): that question is
+    # kept but untimed, and the next run's line does not run into the torn one.
+    torn = json.dumps(relogged[2])
+    (folder / "rollout_log.jsonl").write_text(
+        "".join(json.dumps(entry) + "\n" for entry in relogged[:2]) + torn[: len(torn) // 2]
+    )
+    again = evaluate.run(compose_config(*overrides))
+    untimed = again["datasets"]["hotpotqa"]
+    assert untimed["questions_rolled_out"] == 0
+    assert untimed["questions_timed"] == 2 and untimed["rollout_runs"] == 1
+    assert untimed["wall_time_s"] == pytest.approx(sum(entry["wall_s"] for entry in relogged[:2]))
+    assert again["overall"]["pooled"]["questions_timed"] == 2
+    text = (folder / "rollout_log.jsonl").read_text()
+    assert text.endswith(torn[: len(torn) // 2] + "\n")  # ended, so the next append is whole
