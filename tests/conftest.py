@@ -1,11 +1,17 @@
-"""Shared fixtures: a tiny hand-written corpus whose real indexes build in seconds."""
+"""Shared fixtures: a tiny hand-written corpus whose real indexes build in seconds, and the
+scripts loaded as modules."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
 P = {
@@ -125,3 +131,32 @@ def tiny_index(tiny_index_dir: Path):
     from grasp.corpus import CorpusIndex
 
     return CorpusIndex.load(tiny_index_dir)
+
+
+@pytest.fixture(scope="session")
+def load_script() -> Iterator[Callable[[str], ModuleType]]:
+    """``load_script("evaluate")``: scripts/evaluate.py as the module ``evaluate_script``.
+
+    Scripts are not a package, so they are loaded from their files, once per session. Each is
+    registered in sys.modules while the session lasts (dataclasses look their module up by
+    name) and removed at the end.
+    """
+    loaded: list[str] = []
+
+    def load(name: str) -> ModuleType:
+        module_name = f"{name}_script"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        path = REPO_ROOT / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise FileNotFoundError(f"no script at {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        loaded.append(module_name)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load
+    for module_name in loaded:
+        sys.modules.pop(module_name, None)

@@ -8,10 +8,8 @@ package) and its config is composed from configs/evaluate.yaml with command-line
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,18 +21,12 @@ from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName, SupportingFact
 
 register_configs()
-SCRIPT = REPO_ROOT / "scripts" / "evaluate.py"
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 
 
 @pytest.fixture(scope="module")
-def evaluate():
-    spec = importlib.util.spec_from_file_location("evaluate_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["evaluate_script"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("evaluate_script", None)
+def evaluate(load_script):
+    return load_script("evaluate")
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +61,12 @@ def index_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("indexes")
 
 
+@pytest.fixture(scope="module")
+def scripted(data_dir, index_root) -> list[str]:
+    """The overrides of a scripted-policy evaluation of the fixture datasets."""
+    return ["policy=scripted", f"data_dir={data_dir}", f"index_root={index_root}"]
+
+
 def test_default_protocol_is_three_datasets_500_questions_seed_42():
     config = compose_config()
     assert config.datasets == list(DATASETS)
@@ -76,9 +74,9 @@ def test_default_protocol_is_three_datasets_500_questions_seed_42():
     assert config.judge.kind == "none" and config.policy.kind == "scripted"
 
 
-def test_three_datasets_in_one_command(evaluate, data_dir, index_root, tmp_path):
+def test_three_datasets_in_one_command(evaluate, scripted, tmp_path):
     out = tmp_path / "eval"
-    overrides = ["policy=scripted", f"data_dir={data_dir}", f"index_root={index_root}", "n=2"]
+    overrides = [*scripted, "n=2"]
     results = evaluate.run(compose_config(*overrides, f"out={out}"))
     assert list(results["datasets"]) == list(DATASETS)
     for name in DATASETS:
@@ -124,12 +122,10 @@ def test_three_datasets_in_one_command(evaluate, data_dir, index_root, tmp_path)
 
 
 def test_openai_judge_is_cached_across_a_resumed_evaluation(
-    evaluate, data_dir, index_root, tmp_path, judge_server
+    evaluate, scripted, tmp_path, judge_server
 ):
     overrides = [
-        "policy=scripted",
-        f"data_dir={data_dir}",
-        f"index_root={index_root}",
+        *scripted,
         "datasets=[hotpotqa,musique]",
         f"out={tmp_path / 'eval'}",
         "judge=openai",
@@ -170,13 +166,11 @@ def test_single_dataset_form_reads_its_own_path(evaluate, data_dir, index_root, 
 
 
 def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
-    evaluate, data_dir, index_root, tmp_path
+    evaluate, scripted, tmp_path
 ):
     out = tmp_path / "eval"
     overrides = [
-        "policy=scripted",
-        f"data_dir={data_dir}",
-        f"index_root={index_root}",
+        *scripted,
         "datasets=[hotpotqa]",
         f"out={out}",
     ]
@@ -209,14 +203,10 @@ def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
     assert path.read_text() == corrupted
 
 
-def test_a_resumed_evaluation_reports_the_time_of_every_run(
-    evaluate, data_dir, index_root, tmp_path
-):
+def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, tmp_path):
     out = tmp_path / "eval"
     overrides = [
-        "policy=scripted",
-        f"data_dir={data_dir}",
-        f"index_root={index_root}",
+        *scripted,
         "datasets=[hotpotqa]",
         "batch_questions=1",
         f"out={out}",

@@ -10,7 +10,6 @@ needs a language model as its backend); then reruns the two (both skipped).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -31,11 +30,8 @@ register_configs()
 
 
 @pytest.fixture(scope="module")
-def baselines():
-    spec = importlib.util.spec_from_file_location("baselines_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def baselines(load_script):
+    return load_script("baselines")
 
 
 @pytest.fixture

@@ -7,27 +7,17 @@ sentences with MiniLM, each size in its own process, so it is marked slow.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import numpy as np
 import pytest
 
 from grasp.config import BenchBuildConfig
-from grasp.paths import REPO_ROOT
-
-SCRIPT = REPO_ROOT / "scripts" / "bench_build.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_build", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_build"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_build", None)
+def bench(load_script):
+    return load_script("bench_build")
 
 
 def test_sampler_attributes_memory_to_the_stage_that_allocated_it(bench):

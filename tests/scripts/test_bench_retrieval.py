@@ -6,29 +6,19 @@ real sentences with MiniLM, so it is marked slow; it takes about 15 s on 2 idle 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import numpy as np
 import pytest
 
 from grasp.config import BenchRetrievalConfig, DatasetConfig, dataset_path
 from grasp.corpus import SentenceCorpus, synthetic
-from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName
-
-SCRIPT = REPO_ROOT / "scripts" / "bench_retrieval.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_retrieval", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_retrieval"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_retrieval", None)
+def bench(load_script):
+    return load_script("bench_retrieval")
 
 
 @pytest.fixture(scope="module")

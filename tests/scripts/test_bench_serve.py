@@ -6,9 +6,7 @@ tiny index, so it is marked slow; it takes about 30 s on 2 idle cores.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,17 +15,10 @@ from grasp.config import BenchServeConfig
 from grasp.paths import REPO_ROOT
 from grasp.types import Retriever
 
-SCRIPT = REPO_ROOT / "scripts" / "bench_serve.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_serve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_serve"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop("bench_serve", None)
+def bench(load_script):
+    return load_script("bench_serve")
 
 
 def test_request_batches_cycle_through_the_queries(bench):

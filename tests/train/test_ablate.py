@@ -8,7 +8,6 @@ the sweep (both are skipped), fails a variant on purpose and compares what is th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -50,11 +49,8 @@ SHARED = (
 
 
 @pytest.fixture(scope="module")
-def ablate():
-    spec = importlib.util.spec_from_file_location("ablate_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ablate(load_script):
+    return load_script("ablate")
 
 
 @pytest.fixture
