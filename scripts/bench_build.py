@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -52,13 +51,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-import faiss
 import hydra
 import numpy as np
 import psutil
-import torch
 from omegaconf import DictConfig, OmegaConf
 
+from grasp.bench import machine, write_report
 from grasp.config import (
     BenchBuildConfig,
     DatasetConfig,
@@ -69,7 +67,6 @@ from grasp.config import (
 from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE
 from grasp.corpus.dense import configure_search, load_dense_index
-from grasp.corpus.manifest import library_versions
 from grasp.corpus.synthetic import (
     CORPUS_METHOD,
     RealPool,
@@ -445,17 +442,7 @@ def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
             "source": "real dev questions, de-duplicated, shuffled (seed)",
             "count": len(queries),
         },
-        "environment": {
-            "cores": len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(),
-            "load_average_1_5_15_min": {"start": load_before, "end": os.getloadavg()},
-            "torch_threads": torch.get_num_threads(),
-            "faiss_threads": faiss.omp_get_max_threads(),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-            "versions": library_versions(),
-        },
+        "environment": machine(load_before),
         "config": asdict(config),
         "runtime_s": time.perf_counter() - started,
     }
@@ -465,9 +452,7 @@ def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchBuildConfig)
     report = run_benchmark(config)
-    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_build.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    out = write_report(report, config.out, "bench_build.json")
     print_table(report)
     log.info("wrote %s", out)
 

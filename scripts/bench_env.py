@@ -13,15 +13,13 @@ Prints a table and writes JSON.
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
+from grasp.bench import write_report
 from grasp.config import (
-    REPO_ROOT,
     BenchEnvConfig,
     dataset_path,
     default_index_dir,
@@ -87,9 +85,7 @@ def main(cfg: DictConfig) -> None:
         "target_environment_share_below": 0.10,
         "pass": t.environment / t.total < 0.10,
     }
-    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_env.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    out = write_report(results, config.out, "bench_env.json")
     print("| episodes | token bookkeeping | tool calls | env seconds | tool calls/s |")
     print("|---:|---|---:|---:|---:|")
     for row in results["scripted"]:

@@ -43,7 +43,6 @@ import importlib.metadata
 import json
 import logging
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -66,6 +65,7 @@ import torch
 from omegaconf import DictConfig
 from rank_bm25 import BM25Okapi
 
+from grasp.bench import available_cores, machine, write_report
 from grasp.config import (
     BenchRetrievalConfig,
     DatasetConfig,
@@ -76,7 +76,6 @@ from grasp.config import (
 from grasp.corpus import CorpusIndex, DenseIndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.build import EMBEDDINGS_FILE
 from grasp.corpus.dense import build_dense_index, configure_search, flat_vectors, save_dense_index
-from grasp.corpus.manifest import library_versions
 from grasp.corpus.synthetic import (
     CORPUS_METHOD,
     VECTOR_METHODS,
@@ -471,12 +470,6 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"\nbm25s vs rank-bm25: {speedup or 0:.1f}x at {size}; total {report['runtime_s']:.0f} s")
 
 
-def available_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def run_benchmark(config: BenchRetrievalConfig) -> dict[str, Any]:
     """Run every measurement at every size; returns the JSON report."""
     sizes = list(config.sizes)
@@ -515,15 +508,7 @@ def run_benchmark(config: BenchRetrievalConfig) -> dict[str, Any]:
             "batch": len(queries[: config.queries]),
             "single": len(queries[: config.single_queries]),
         },
-        "environment": {
-            "cores": cores,
-            "load_average_1_5_15_min": {"start": load_before, "end": os.getloadavg()},
-            "torch_threads": torch.get_num_threads(),
-            "faiss_threads": faiss.omp_get_max_threads(),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-            "versions": library_versions() | {"rank-bm25": importlib.metadata.version("rank-bm25")},
-        },
+        "environment": machine(load_before, {"rank-bm25": importlib.metadata.version("rank-bm25")}),
         "config": asdict(config),
         "runtime_s": time.perf_counter() - started,
     }
@@ -533,9 +518,7 @@ def run_benchmark(config: BenchRetrievalConfig) -> dict[str, Any]:
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchRetrievalConfig)
     report = run_benchmark(config)
-    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_retrieval.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    out = write_report(report, config.out, "bench_retrieval.json")
     print_table(report)
     log.info("wrote %s", out)
 

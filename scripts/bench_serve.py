@@ -21,7 +21,6 @@ writes JSON.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import socket
 import subprocess
@@ -41,6 +40,7 @@ import numpy as np
 import requests as http
 from omegaconf import DictConfig
 
+from grasp.bench import write_report
 from grasp.config import (
     REPO_ROOT,
     BenchServeConfig,
@@ -297,9 +297,7 @@ def main(cfg: DictConfig) -> None:
     build_index(questions, config.index, directory, source=source)
     report = run_benchmark(config, directory, [q.question for q in questions])
     report["config"] = dataclasses.asdict(config)
-    out = Path(config.out) if config.out else REPO_ROOT / "runs" / "bench_serve.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, default=str))
+    out = write_report(report, config.out, "bench_serve.json")
     print(format_table(report))
     stats = report["service"]["stats"]
     print(
