@@ -50,6 +50,16 @@ OTHER_SEARCH = {
 }
 
 
+def single_search_tool(config: BaselineConfig) -> ToolName:
+    """The one search tool ``baseline.search`` names; hybrid (two searches) is single_step's."""
+    if config.search is SearchMode.HYBRID:
+        raise ValueError(
+            f"baseline.search=hybrid is for single_step; baseline={config.kind} needs "
+            "semantic or lexical"
+        )
+    return SEARCH_TOOL[SearchMode(config.search)]
+
+
 @dataclass
 class Action:
     """The tool call a baseline emits this turn, with its reasoning, notes and episode facts."""

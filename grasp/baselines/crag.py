@@ -17,8 +17,8 @@ environment's other retriever stands in for web search.
 from __future__ import annotations
 
 from grasp.baselines.backend import Backend
-from grasp.baselines.base import OTHER_SEARCH, SEARCH_TOOL, BaselinePolicy, Step
-from grasp.baselines.config import BaselineConfig, BaselineKind, SearchMode
+from grasp.baselines.base import OTHER_SEARCH, BaselinePolicy, Step, single_search_tool
+from grasp.baselines.config import BaselineConfig, BaselineKind
 from grasp.baselines.episode import EpisodeView, Passage, unique
 from grasp.baselines.prompts import clean_query, grade_prompt, is_relevant, rewrite_prompt
 from grasp.env.environment import EnvConfig
@@ -30,9 +30,7 @@ class CRAGPolicy(BaselinePolicy):
     kind = BaselineKind.CRAG
 
     def __init__(self, backend: Backend, config: BaselineConfig, env: EnvConfig) -> None:
-        if config.search is SearchMode.HYBRID:
-            raise ValueError("baseline.search=hybrid is for single_step; use semantic or lexical")
-        self.first_search = SEARCH_TOOL[SearchMode(config.search)]
+        self.first_search = single_search_tool(config)
         self.corrective_search = OTHER_SEARCH[self.first_search]
         super().__init__(backend, config, env)
 

@@ -14,8 +14,8 @@ in the conversation and in the trajectory.
 from __future__ import annotations
 
 from grasp.baselines.backend import Backend
-from grasp.baselines.base import SEARCH_TOOL, Action, BaselinePolicy, Step
-from grasp.baselines.config import BaselineConfig, BaselineKind, SearchMode
+from grasp.baselines.base import Action, BaselinePolicy, Step, single_search_tool
+from grasp.baselines.config import BaselineConfig, BaselineKind
 from grasp.baselines.episode import EpisodeView
 from grasp.baselines.prompts import read_reasoning, reason_prompt
 from grasp.env.environment import EnvConfig
@@ -28,9 +28,7 @@ class IRCoTPolicy(BaselinePolicy):
     kind = BaselineKind.IRCOT
 
     def __init__(self, backend: Backend, config: BaselineConfig, env: EnvConfig) -> None:
-        if config.search is SearchMode.HYBRID:
-            raise ValueError("baseline.search=hybrid is for single_step; use semantic or lexical")
-        self.search_tool = SEARCH_TOOL[SearchMode(config.search)]
+        self.search_tool = single_search_tool(config)
         super().__init__(backend, config, env)
 
     def check_env(self, env: EnvConfig) -> None:

@@ -136,7 +136,7 @@ def read_json(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+        raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.metrics_log import METRICS_FILE, read_metrics
@@ -212,15 +213,13 @@ def read_trajectory_file(path: Path) -> list[Trajectory]:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when there is no such file."""
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise RunDirectoryError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(data, dict):
-        raise RunDirectoryError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
+        return read_json(path)
+    except ValueError as error:
+        raise RunDirectoryError(str(error)) from None
 
 
 @dataclass

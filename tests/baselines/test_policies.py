@@ -328,7 +328,8 @@ def test_a_backend_failure_stops_the_episode(tiny_index, tiny_questions):
             "keyword_search",
         ),
         ({"kind": "single_step", "search": "hybrid"}, {"turn_budget": 2}, r"env.turn_budget >= 3"),
-        ({"kind": "ircot", "search": "hybrid"}, {}, "hybrid is for single_step"),
+        ({"kind": "ircot", "search": "hybrid"}, {}, "hybrid is for single_step; baseline=ircot"),
+        ({"kind": "crag", "search": "hybrid"}, {}, "hybrid is for single_step; baseline=crag"),
         ({"kind": "crag"}, {"turn_budget": 2}, r"env.turn_budget >= 3"),
         (
             {"kind": "direct", "reranker": {"enabled": True, "path": "x"}},
