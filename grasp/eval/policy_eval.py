@@ -122,7 +122,8 @@ def evaluate_policy(
                     handle.write(json.dumps(trajectory.to_json(save_tokens)) + "\n")
             wall = time.perf_counter() - started
             with log_path.open("a") as handle:
-                handle.write(json.dumps(_log_line(run_id, chunk, batch.timings, wall)) + "\n")
+                line = _log_line(run_id, chunk, batch.timings, wall, provenance)
+                handle.write(json.dumps(line) + "\n")
             done.extend(batch.trajectories)
             bar.update(len(chunk))
     wanted = {q.question_id for q in questions}
@@ -145,6 +146,7 @@ def evaluate_policy(
     results["questions_rolled_out"] = len(todo)
     results["questions_timed"] = timed["questions"]
     results["rollout_runs"] = timed["runs"]
+    results["rollout_code"] = timed["code"]
     results["config"] = config
     results["provenance"] = provenance
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
@@ -166,10 +168,15 @@ def _end_last_line(path: Path) -> None:
 
 
 def _log_line(
-    run_id: str, questions: Sequence[Question], timings: RolloutTimings, wall: float
+    run_id: str,
+    questions: Sequence[Question],
+    timings: RolloutTimings,
+    wall: float,
+    provenance: dict[str, Any] | None,
 ) -> dict[str, Any]:
     return {
         "run": run_id,
+        "code": (provenance or {}).get("code"),
         "question_ids": [q.question_id for q in questions],
         "wall_s": wall,
         "generation_s": timings.generation,
@@ -179,17 +186,19 @@ def _log_line(
     }
 
 
-def rollout_time(path: Path, wanted: set[str]) -> dict[str, float]:
+def rollout_time(path: Path, wanted: set[str]) -> dict[str, Any]:
     """Seconds spent rolling out ``wanted``, summed over the batches ``path`` logged.
 
     A batch counts when every one of its questions is wanted (a folder reused for a subset
     counts only whole batches). ``questions`` is how many wanted questions the counted batches
-    cover, ``runs`` how many evaluation runs logged them. A torn last line (a run killed while
-    writing it) is skipped; its batch counts as untimed.
+    cover, ``runs`` how many evaluation runs logged them and ``code`` the code versions that
+    rolled them out (one, unless a resumed run had another commit). A torn last line (a run
+    killed while writing it) is skipped; its batch counts as untimed.
     """
     timed = {"wall": 0.0, "generation": 0.0, "environment": 0.0, "total": 0.0}
     covered: set[str] = set()
     runs: set[str] = set()
+    code: list[Any] = []
     if path.exists():
         for line in path.read_text().splitlines():
             try:
@@ -202,11 +211,13 @@ def rollout_time(path: Path, wanted: set[str]) -> dict[str, float]:
                 continue
             covered |= ids
             runs.add(entry["run"])
+            if entry.get("code") not in code:
+                code.append(entry.get("code"))
             timed["wall"] += entry["wall_s"]
             timed["generation"] += entry["generation_s"]
             timed["environment"] += entry["environment_s"]
             timed["total"] += entry["total_s"]
-    return {**timed, "questions": len(covered), "runs": len(runs)}
+    return {**timed, "questions": len(covered), "runs": len(runs), "code": code}
 
 
 def score_episodes(

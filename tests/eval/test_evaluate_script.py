@@ -224,7 +224,8 @@ def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, 
     (folder / "rollout_log.jsonl").write_text(
         "".join(json.dumps(entry) + "\n" for entry in logged[:2])
     )
-    resumed = evaluate.run(compose_config(*overrides))["datasets"]["hotpotqa"]
+    again = evaluate.run(compose_config(*overrides))
+    resumed = again["datasets"]["hotpotqa"]
     relogged = [
         json.loads(line) for line in (folder / "rollout_log.jsonl").read_text().splitlines()
     ]
@@ -233,6 +234,7 @@ def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, 
     assert resumed["questions_rolled_out"] == 1
     assert resumed["questions_timed"] == resumed["questions"] == 3
     assert resumed["rollout_runs"] == 2
+    assert resumed["rollout_code"] == [again["provenance"]["code"]]  # both runs: this checkout
     assert resumed["wall_time_s"] == pytest.approx(sum(entry["wall_s"] for entry in relogged))
     assert resumed["wall_time_per_question_s"] == pytest.approx(resumed["wall_time_s"] / 3)
     # Killed after writing the last trajectory, before its time (mid-line): that question is

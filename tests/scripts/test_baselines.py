@@ -102,24 +102,32 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
 
 
-@pytest.mark.slow
-def test_a_sweep_evaluates_skips_records_failures_and_tabulates(
-    tmp_path, tiny_questions, tiny_index_dir
-):
+@pytest.fixture
+def sweep(tmp_path, tiny_questions, tiny_index_dir) -> Path:
+    """A sweep folder, next to the tiny questions as hotpotqa's dev set and their index."""
     write_normalized(list(tiny_questions), tmp_path / "data" / "hotpotqa" / "dev.jsonl")
     (tmp_path / "indexes").mkdir()
     (tmp_path / "indexes" / "hotpotqa-dev").symlink_to(tiny_index_dir)  # the same corpus
-    sweep = tmp_path / "sweep"
-    command = [
+    return tmp_path / "sweep"
+
+
+def sweep_command(sweep: Path) -> list[str]:
+    """scripts/baselines.py with the scripted agent on 2 of the tiny questions into ``sweep``."""
+    return [
         sys.executable,
         str(SCRIPT),
         "policy=scripted",
         "datasets=[hotpotqa]",
-        f"data_dir={tmp_path / 'data'}",
-        f"index_root={tmp_path / 'indexes'}",
+        f"data_dir={sweep.parent / 'data'}",
+        f"index_root={sweep.parent / 'indexes'}",
         "n=2",
         f"sweep_dir={sweep}",
     ]
+
+
+@pytest.mark.slow
+def test_a_sweep_evaluates_skips_records_failures_and_tabulates(sweep):
+    command = sweep_command(sweep)
     result = run([*command, "baselines=[direct,none,search_r1]"])
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
@@ -165,3 +173,38 @@ def test_a_sweep_evaluates_skips_records_failures_and_tabulates(
     table = json.loads((sweep / "table.json").read_text())
     assert table["complete"] is True
     assert [r["status"] for r in table["rows"]] == ["finished", "finished"]
+
+
+def test_a_judge_added_after_the_sweep_judges_its_answers_without_rolling_out_again(
+    sweep, judge_server
+):
+    command = [*sweep_command(sweep), "baselines=[none]"]
+    first = run(command)
+    assert first.returncode == 0, first.stderr[-3000:]
+    trajectories = sweep / "none" / "hotpotqa" / "trajectories.jsonl"
+    rolled_out = trajectories.read_text()
+    row = json.loads((sweep / "table.json").read_text())["rows"][0]
+    assert row["datasets"]["hotpotqa"]["jd"] == {"value": "not computed", "ci": None}
+
+    judged = run(
+        [
+            *command,
+            "judge=openai",
+            f"judge.base_url={judge_server.url}",
+            "judge.served_model=stub-judge",
+        ]
+    )
+    assert judged.returncode == 0, judged.stderr[-3000:]
+    assert "skipped" not in judged.stdout  # another judge: the evaluation is not finished
+    assert trajectories.read_text() == rolled_out
+    results = json.loads((sweep / "none" / "results.json").read_text())
+    hotpotqa = results["datasets"]["hotpotqa"]
+    assert hotpotqa["questions_rolled_out"] == 0
+    answers = [json.loads(line)["answer"] for line in rolled_out.splitlines()]
+    assert len(judge_server.bodies) == len(answers) == 2
+    assert isinstance(hotpotqa["jd"], float)
+    row = json.loads((sweep / "table.json").read_text())["rows"][0]
+    assert row["datasets"]["hotpotqa"]["jd"]["value"] == hotpotqa["jd"]
+    assert row["datasets"]["hotpotqa"]["wall_time_s"] == hotpotqa["wall_time_s"] > 0
+    table = json.loads((sweep / "table.json").read_text())
+    assert table["provenance"]["judge"]["kind"] == "openai"
