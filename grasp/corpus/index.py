@@ -68,6 +68,25 @@ class SearchIndex(Protocol):
         ...
 
 
+def check_search(
+    where: object,
+    granularities: Sequence[Granularity],
+    queries: Sequence[str],
+    k: int,
+    granularity: Granularity,
+    scopes: Sequence[Scope] | None,
+) -> None:
+    """The argument checks of every ``SearchIndex.search``; ``where`` names the index."""
+    if granularity not in granularities:
+        raise IndexMismatchError(
+            f"{where} has no {granularity} index (built: {list(granularities)})"
+        )
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if scopes is not None and len(scopes) != len(queries):
+        raise ValueError(f"{len(scopes)} scopes for {len(queries)} queries")
+
+
 class CorpusIndex:
     """A loaded index directory: the corpus plus dense and BM25 indexes per granularity."""
 
@@ -157,16 +176,9 @@ class CorpusIndex:
         ``scopes[i]``, when given and not None, restricts query ``i`` to the units inside
         those paragraph ids. Fewer than ``k`` hits come back when fewer units match.
         """
-        if granularity not in self._dense:
-            raise IndexMismatchError(
-                f"{self.directory} has no {granularity} index (built: {self.granularities})"
-            )
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_search(self.directory, self.granularities, queries, k, granularity, scopes)
         if not queries:
             return []
-        if scopes is not None and len(scopes) != len(queries):
-            raise ValueError(f"{len(scopes)} scopes for {len(queries)} queries")
         ranked = self._rank(list(queries), retriever, k, granularity, scopes)
         return [self._hits(ids, scores, retriever, granularity) for ids, scores in ranked]
 

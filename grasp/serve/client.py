@@ -38,7 +38,7 @@ from grasp.corpus.build import IndexConfig, build_index
 from grasp.corpus.corpus import CORPUS_FILES, SentenceCorpus
 from grasp.corpus.dense import DenseIndexConfig
 from grasp.corpus.encoder import EncoderConfig
-from grasp.corpus.index import CorpusIndex, Scope, SearchIndex
+from grasp.corpus.index import CorpusIndex, Scope, SearchIndex, check_search
 from grasp.corpus.manifest import IndexCorruptError, IndexMismatchError, Manifest
 from grasp.serve.config import PROTOCOL_VERSION
 from grasp.types import Granularity, Hit, Question, Retriever
@@ -255,16 +255,9 @@ class RemoteIndex:
 
         Same arguments, checks and results as ``CorpusIndex.search``.
         """
-        if granularity not in self.granularities:
-            raise IndexMismatchError(
-                f"{self.url} has no {granularity} index (built: {self.granularities})"
-            )
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_search(self.url, self.granularities, queries, k, granularity, scopes)
         if not queries:
             return []
-        if scopes is not None and len(scopes) != len(queries):
-            raise ValueError(f"{len(scopes)} scopes for {len(queries)} queries")
         queries = list(queries)
         step = int(self.limits["max_queries_per_request"])
         hits: list[list[Hit]] = []
