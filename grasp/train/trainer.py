@@ -14,7 +14,7 @@ import logging
 import os
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +301,14 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
     grpo = config.grpo
     reward = config.rollout.reward
     per_device = per_device_batch(grpo, int(os.environ.get("WORLD_SIZE", "1")))
+    # transformers 5.x renamed gradient_checkpointing (a deprecated alias that warns even when
+    # False) to activation_checkpointing; older releases know only the old name.
+    names = {f.name for f in fields(GRPOConfig)}
+    checkpointing = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else "gradient_checkpointing"
+    )
     return GRPOConfig(
         output_dir=str(run_dir / "checkpoints"),
         per_device_train_batch_size=per_device,
@@ -321,7 +329,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
         num_iterations=grpo.num_iterations,
         reward_weights=[1.0, reward.alpha, reward.beta, reward.gamma, reward.delta],
         bf16=grpo.bf16,
-        gradient_checkpointing=grpo.gradient_checkpointing,
+        **{checkpointing: grpo.gradient_checkpointing},
         use_cpu=config.model.device == "cpu",
         use_vllm=grpo.use_vllm,
         vllm_mode=grpo.vllm_mode,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -133,3 +134,15 @@ def test_logged_reward_terms_equal_the_reward_module(trained):
 def compute_reward_from(trajectory):
     """Recompute a trajectory's reward from its recorded evidence with the reward module."""
     return compute_reward(trajectory.evidence())
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_checkpointing_reaches_trl_under_its_current_name(tmp_path, enabled):
+    from grasp.train.trainer import _grpo_args
+
+    config = TrainConfig(grpo=GRPOSettings(gradient_checkpointing=enabled, bf16=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the deprecated alias warns
+        args = _grpo_args(config, tmp_path)
+    assert args.activation_checkpointing is enabled
+    assert args.gradient_checkpointing is enabled  # the alias TRL still reads mirrors it
