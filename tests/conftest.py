@@ -9,12 +9,14 @@ when it equals a gold alternative (ignoring case) and "no" otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -227,13 +229,27 @@ def _handler(server: JudgeServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+@pytest.fixture(scope="session")
+def loopback() -> Callable[[type[BaseHTTPRequestHandler]], AbstractContextManager[str]]:
+    """``with loopback(Handler) as url``: Handler served on 127.0.0.1 (a free port) by a
+    thread; ``url`` is its OpenAI-style base URL (``.../v1``). Shut down on leaving."""
+
+    @contextlib.contextmanager
+    def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+    return serve
+
+
 @pytest.fixture
-def judge_server() -> Iterator[JudgeServer]:
+def judge_server(loopback) -> Iterator[JudgeServer]:
     state = JudgeServer(url="")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback(_handler(state)) as url:
+        state.url = url
+        yield state

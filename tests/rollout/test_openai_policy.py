@@ -6,12 +6,11 @@ The last user message picks the server's behaviour, so one server serves every t
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -99,15 +98,11 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+def server(loopback) -> Iterator[Server]:
     state = Server(url="")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback(_handler(state)) as url:
+        state.url = url
+        yield state
 
 
 def ask(*contents: str, max_new_tokens: int = 32) -> list[GenerationRequest]:
