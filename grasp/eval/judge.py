@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.jsonl import read_appended
 from grasp.models import ModelConfig
 from grasp.rollout.policy import GenerationRequest, Policy, SamplingConfig
 from grasp.rollout.trajectory import Trajectory
@@ -291,26 +292,47 @@ def _key(question_id: str, answer: str, version: str, model_id: str) -> tuple[st
 def read_cache(path: Path, config: JudgeConfig) -> dict[tuple[str, str, str, str], JudgeResult]:
     """Cached verdicts of ``path`` (empty when it does not exist).
 
+    A torn last line (a judging run killed while appending) is cut off; that answer is judged
+    again.
+
     Raises:
-        ValueError: a record has this prompt version but another prompt text.
+        ValueError: a line before the last is not a verdict, or a record has this prompt
+            version but another prompt text.
     """
     cache: dict[tuple[str, str, str, str], JudgeResult] = {}
     if not path.exists():
         return cache
-    with path.open() as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            version = record["prompt_version"]
-            if version == config.prompt.version and record["prompt_sha256"] != config.prompt_sha256:
-                raise ValueError(
-                    f"{path}:{line_number}: judge.prompt.version={version!r} was cached with "
-                    "another prompt text; give the changed prompt a new judge.prompt.version"
-                )
-            key = _key(record["question_id"], record["answer"], version, record["judge"])
-            cache[key] = JudgeResult(Verdict(record["verdict"]), record["raw"])
+    remedy = "delete it to judge every answer again"
+    for record in read_appended(path, _cached_verdict, "a judge verdict", remedy):
+        version = record["prompt_version"]
+        if version == config.prompt.version and record["prompt_sha256"] != config.prompt_sha256:
+            raise ValueError(
+                f"{path}: judge.prompt.version={version!r} was cached with another prompt "
+                "text; give the changed prompt a new judge.prompt.version"
+            )
+        key = _key(record["question_id"], record["answer"], version, record["judge"])
+        cache[key] = JudgeResult(Verdict(record["verdict"]), record["raw"])
     return cache
+
+
+CACHE_FIELDS = (
+    "question_id",
+    "answer",
+    "prompt_version",
+    "prompt_sha256",
+    "judge",
+    "verdict",
+    "raw",
+)
+
+
+def _cached_verdict(record: Any) -> dict[str, Any]:
+    """One line of the cache; KeyError, ValueError or TypeError when it is not one."""
+    missing = [name for name in CACHE_FIELDS if name not in record]
+    if missing:
+        raise KeyError(f"no {', '.join(missing)}")
+    Verdict(record["verdict"])
+    return record
 
 
 def judge_trajectories(
@@ -331,23 +353,29 @@ def judge_trajectories(
                 todo[key] = JudgeItem(t.question_id, t.question, tuple(t.gold_answers), t.answer)
     if todo:
         log.info("judging %d answers (%d cached)", len(todo), len(cache))
-    fresh = judge.judge(list(todo.values()))
     cache_path.parent.mkdir(parents=True, exist_ok=True)
+    keys = list(todo)
     with cache_path.open("a") as handle:
-        for (question_id, answer, _, _), result in zip(todo, fresh, strict=True):
-            cache[_key(question_id, answer, version, model_id)] = result
-            if result.verdict is Verdict.ERROR:
-                continue
-            record: dict[str, Any] = {
-                "question_id": question_id,
-                "answer": answer,
-                "prompt_version": version,
-                "prompt_sha256": config.prompt_sha256,
-                "judge": model_id,
-                "verdict": str(result.verdict),
-                "raw": result.raw,
-            }
-            handle.write(json.dumps(record) + "\n")
+        # Batch by batch, each written before the next is asked: a killed run keeps its verdicts.
+        for start in range(0, len(keys), config.batch_size):
+            batch = keys[start : start + config.batch_size]
+            fresh = judge.judge([todo[key] for key in batch])
+            for key, result in zip(batch, fresh, strict=True):
+                cache[key] = result
+                if result.verdict is Verdict.ERROR:
+                    continue
+                question_id, answer, _, _ = key
+                record: dict[str, Any] = {
+                    "question_id": question_id,
+                    "answer": answer,
+                    "prompt_version": version,
+                    "prompt_sha256": config.prompt_sha256,
+                    "judge": model_id,
+                    "verdict": str(result.verdict),
+                    "raw": result.raw,
+                }
+                handle.write(json.dumps(record) + "\n")
+            handle.flush()
     verdicts = {}
     for t in trajectories:
         if t.answer is None or not t.answer.strip():

@@ -159,8 +159,69 @@ def test_a_changed_prompt_under_an_old_version_is_refused(
         openai_config,
         prompt=dataclasses.replace(openai_config.prompt, system="Be lenient."),
     )
-    with pytest.raises(ValueError, match=r"judge_cache.jsonl:1: judge.prompt.version='v1'"):
+    with pytest.raises(
+        ValueError, match=r"judge_cache.jsonl: judge.prompt.version='v1' was cached"
+    ):
         judge_trajectories(build_judge(edited), trajectories, tmp_path / JUDGE_CACHE_FILE)
+
+
+def test_a_killed_judging_run_keeps_the_verdicts_of_its_finished_batches(
+    judge_server, openai_config, trajectory, tmp_path, monkeypatch
+):
+    trajectories = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1}) for i in range(5)]
+    cache = tmp_path / JUDGE_CACHE_FILE
+    judge = build_judge(openai_config)  # batch_size 2: batches q0 q1 | q2 q3 | q4
+    ask, asked = judge.judge, []
+
+    def killed_during_the_second_batch(items):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(items)
+        return ask(items)
+
+    monkeypatch.setattr(judge, "judge", killed_during_the_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        judge_trajectories(judge, trajectories, cache)
+    kept = [json.loads(line)["question_id"] for line in cache.read_text().splitlines()]
+    assert kept == ["q0", "q1"]
+    verdicts = judge_trajectories(build_judge(openai_config), trajectories, cache)
+    assert len(judge_server.bodies) == 5, "the resumed run asks only q2, q3 and q4"
+    assert {str(v.verdict) for v in verdicts.values()} == {"correct"}
+
+
+@pytest.fixture
+def judged_twice(judge_server, openai_config, trajectory, tmp_path):
+    """Two answers (q0, q1) judged into a fresh cache: (trajectories, cache path)."""
+    trajectories = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1}) for i in range(2)]
+    cache = tmp_path / JUDGE_CACHE_FILE
+    judge_trajectories(build_judge(openai_config), trajectories, cache)
+    assert len(judge_server.bodies) == 2
+    return trajectories, cache
+
+
+def test_a_torn_last_cached_verdict_is_judged_again(judge_server, openai_config, judged_twice):
+    trajectories, cache = judged_twice
+    whole = cache.read_text().splitlines()
+    cache.write_text(whole[0] + "\n" + whole[1][:25])  # killed while writing q1's verdict
+    verdicts = judge_trajectories(build_judge(openai_config), trajectories, cache)
+    assert len(judge_server.bodies) == 3, "q1 is asked again, q0 is not"
+    assert cache.read_text().splitlines() == whole
+    assert str(verdicts["q1#0"].verdict) == "correct"
+
+
+def test_a_corrupted_cache_line_is_named_and_the_cache_left_alone(
+    judge_server, openai_config, judged_twice
+):
+    trajectories, cache = judged_twice
+    lines = cache.read_text().splitlines()
+    record = json.loads(lines[0])
+    del record["prompt_sha256"]
+    corrupted = "\n".join([json.dumps(record), lines[1]]) + "\n"
+    cache.write_text(corrupted)
+    with pytest.raises(ValueError, match=r"line 1 is not a judge verdict \(.*prompt_sha256"):
+        judge_trajectories(build_judge(openai_config), trajectories, cache)
+    assert cache.read_text() == corrupted
+    assert len(judge_server.bodies) == 2
 
 
 @pytest.mark.parametrize(

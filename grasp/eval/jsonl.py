@@ -1,0 +1,69 @@
+"""Append-only JSON Lines files, which an interrupted run may leave with a torn last line.
+
+An evaluation appends its trajectories and its judge's verdicts as it goes, so that a killed
+run loses at most the record it was writing. ``read_appended`` reads such a file back: a torn
+last line is cut off the file (its record is produced again by the resumed run), a bad line
+before the last is corruption and is named, never skipped.
+
+    trajectories = read_appended(path, Trajectory.from_json, "a trajectory", "delete it ...")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def read_appended(path: Path, parse: Callable[[Any], T], what: str, remedy: str) -> list[T]:
+    """``parse`` of every line of ``path``, a file an earlier run appended to.
+
+    Args:
+        parse: One decoded line -> its record; raises ValueError, KeyError or TypeError on a
+            line that is not one.
+        what: What a line holds, for the error ("a trajectory").
+        remedy: What the user can do about a corrupted file ("delete it to ...").
+
+    Raises:
+        ValueError: a line before the last is not a record (the file is left as it is).
+    """
+    lines = path.read_bytes().split(b"\n")
+    records, kept = [], 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            kept += len(line) + 1
+            continue
+        try:
+            records.append(parse(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as error:  # JSON and UTF-8 errors included
+            if any(rest.strip() for rest in lines[number:]):
+                raise ValueError(
+                    f"{path}: line {number} is not {what} ({error}); the file is corrupted: "
+                    f"{remedy}"
+                ) from None
+            log.warning("%s: dropping a torn last line (an interrupted write)", path)
+            with path.open("r+b") as handle:
+                handle.truncate(kept)
+            return records
+        kept += len(line) + 1
+    if lines[-1].strip():  # a whole last line whose newline was not written yet
+        with path.open("ab") as handle:
+            handle.write(b"\n")
+    return records
+
+
+def end_last_line(path: Path) -> None:
+    """Give a torn last line its newline, so that the next append starts a line of its own."""
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as handle:
+            handle.seek(-1, 2)
+            ended = handle.read(1) == b"\n"
+        if not ended:
+            with path.open("ab") as handle:
+                handle.write(b"\n")
