@@ -38,7 +38,12 @@ from grasp.data import DataSource, load_questions, sample_questions
 from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.judge import build_judge
 from grasp.eval.policy_eval import evaluate_policy
-from grasp.eval.provenance import code_version, judge_identity, policy_identity
+from grasp.eval.provenance import (
+    code_version,
+    dataset_identity,
+    judge_identity,
+    policy_identity,
+)
 from grasp.eval.summary import overall_summary
 from grasp.eval.tables import results_markdown
 from grasp.rollout.engine import RolloutEngine
@@ -108,7 +113,7 @@ def prepare_dataset(config: EvaluateConfig, dataset: DatasetConfig) -> DatasetSe
     log.info("%s: %d of %d questions, index %s", name, len(sample), len(questions), directory)
     resolved = dataclasses.asdict(config)
     run_config = {key: resolved[key] for key in RUN_FIELDS}
-    run_config["dataset"] = {"name": str(name), "source": str(dataset.source), "path": str(path)}
+    run_config["dataset"] = dataset_identity(str(name), str(dataset.source), path)
     return DatasetSetup(sample, env, run_config)
 
 

@@ -32,9 +32,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from grasp.corpus.corpus import SentenceCorpus
+from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
 from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
+from grasp.eval.sweep import config_differences
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
@@ -61,29 +63,8 @@ def read_finished(path: Path) -> list[Trajectory]:
     is rolled out again) with a warning. A bad line before the last is corruption, not an
     interruption: ValueError naming the file and the line.
     """
-    lines = path.read_bytes().split(b"\n")
-    trajectories, kept = [], 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            kept += len(line) + 1
-            continue
-        try:
-            trajectories.append(Trajectory.from_json(json.loads(line)))
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
-            if any(rest.strip() for rest in lines[number:]):
-                raise ValueError(
-                    f"{path}: line {number} is not a trajectory ({error}); the file is "
-                    "corrupted: delete it to roll out every question again"
-                ) from None
-            log.warning("%s: dropping a torn last line (an interrupted write)", path)
-            with path.open("r+b") as handle:
-                handle.truncate(kept)
-            return trajectories
-        kept += len(line) + 1
-    if lines[-1].strip():  # a whole last line whose newline was not written yet
-        with path.open("ab") as handle:
-            handle.write(b"\n")
-    return trajectories
+    remedy = "delete it to roll out every question again"
+    return read_appended(path, Trajectory.from_json, "a trajectory", remedy)
 
 
 def evaluate_policy(
@@ -110,7 +91,7 @@ def evaluate_policy(
     if done:
         log.info("resuming: %d questions done, %d to go", len(done_ids), len(todo))
     log_path = out_dir / ROLLOUT_LOG_FILE
-    _end_last_line(log_path)
+    end_last_line(log_path)
     run_id = uuid.uuid4().hex[:12]
     with tqdm(total=len(questions), initial=len(done_ids), desc="evaluate", unit="q") as bar:
         for start in range(0, len(todo), batch_questions):
@@ -154,17 +135,6 @@ def evaluate_policy(
     markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
     (out_dir / "results.md").write_text(markdown)
     return EvaluationOutput(results, trajectories, scores)
-
-
-def _end_last_line(path: Path) -> None:
-    """Give a torn last line its newline, so that the next append starts a line of its own."""
-    if path.exists() and path.stat().st_size:
-        with path.open("rb") as handle:
-            handle.seek(-1, 2)
-            ended = handle.read(1) == b"\n"
-        if not ended:
-            with path.open("ab") as handle:
-                handle.write(b"\n")
 
 
 def _log_line(
@@ -240,10 +210,12 @@ def score_episodes(
 def _check_or_write_config(path: Path, config: dict[str, Any]) -> None:
     text = json.dumps(config, indent=2, sort_keys=True, default=str)
     if path.exists():
-        if json.loads(path.read_text()) != json.loads(text):
+        differences = config_differences(json.loads(path.read_text()), json.loads(text))
+        if differences:
             raise ValueError(
                 f"{path.parent} holds an evaluation with another configuration "
-                f"(see {path}); choose another out= or delete that folder"
+                f"({', '.join(differences)} differ; see {path}); choose another out= "
+                "or delete that folder"
             )
         return
     path.write_text(text)

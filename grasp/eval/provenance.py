@@ -54,6 +54,24 @@ def file_sha256(path: Path, chunk_bytes: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def dataset_identity(name: str, source: str, path: Path | None) -> dict[str, Any]:
+    """The file of questions an evaluation reads, as its config.json records it.
+
+    ``path`` is written relative to the checkout when the file lies inside it, so that a
+    moved or fresh clone resumes the evaluation, and the file's SHA-256 with it, so that an
+    evaluation is never resumed over an edited file. Both are None for a hub dataset.
+    """
+    identity: dict[str, Any] = {"name": name, "source": source, "path": None, "sha256": None}
+    if path is None:
+        return identity
+    resolved = Path(path).resolve()
+    inside = resolved.is_relative_to(REPO_ROOT)
+    identity["path"] = str(resolved.relative_to(REPO_ROOT)) if inside else str(path)
+    if resolved.is_file():
+        identity["sha256"] = file_sha256(resolved)
+    return identity
+
+
 def model_identity(config: ModelConfig) -> dict[str, Any]:
     """Name, and revision or checksums, of the model ``config`` loads (see the module doc)."""
     identity: dict[str, Any] = {"name": config.name, "dtype": config.dtype}

@@ -117,7 +117,7 @@ def test_three_datasets_in_one_command(evaluate, scripted, tmp_path):
     again = evaluate.run(compose_config(*overrides, f"out={out}"))  # resumes: nothing to do
     assert [d["questions_rolled_out"] for d in again["datasets"].values()] == [0, 0, 0]
     assert again["overall"]["pooled"]["em"] == pooled["em"]
-    with pytest.raises(ValueError, match="another configuration"):
+    with pytest.raises(ValueError, match=r"another configuration \(env\.top_k differ"):
         evaluate.run(compose_config(*overrides, f"out={out}", "env.top_k=3"))
 
 
@@ -163,6 +163,21 @@ def test_single_dataset_form_reads_its_own_path(evaluate, data_dir, index_root, 
     written = json.loads((tmp_path / "musique" / "results.json").read_text())
     assert written["config"]["dataset"]["path"] == str(path)
     assert "overall (macro)" not in (tmp_path / "results.md").read_text()
+
+
+def test_an_evaluation_is_not_resumed_over_an_edited_dataset_file(
+    evaluate, data_dir, index_root, tmp_path
+):
+    path = tmp_path / "dev.jsonl"
+    path.write_text((data_dir / "musique" / "dev.jsonl").read_text())
+    overrides = ("dataset=musique", f"dataset.path={path}", f"index_root={index_root}")
+    evaluate.run(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["answers"] = ["another answer"]  # same passages, so the same index; other gold
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    with pytest.raises(ValueError, match=r"\(dataset\.sha256 differ"):
+        evaluate.run(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
 
 
 def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
