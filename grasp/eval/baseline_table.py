@@ -131,6 +131,11 @@ def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     """The compared quantities of one results entry (a dataset's, pooled or macro)."""
     intervals = results.get("ci", {})
     cells = {key: _cell(results.get(key), intervals.get(key)) for key, _ in METRICS}
+    verdicts = results.get("judge")  # counts by verdict, when a judge ran
+    if isinstance(verdicts, Mapping):
+        answers = sum(verdicts.values())
+        unscored = verdicts.get("unparseable", 0) + verdicts.get("error", 0)
+        cells["jd_scored"] = {"scored": answers - unscored, "answers": answers}
     for key in ("wall_time_s", "questions", "questions_rolled_out", "questions_timed"):
         if key in results:
             cells[key] = results[key]
@@ -277,7 +282,8 @@ def render_markdown(table: BaselineTable) -> str:
         if part != "macro":
             header.append("wall s")
         cells = [
-            [_name(row), *_metric_cells(_part(row, part), part == "macro")] for row in table.rows
+            [_name(row), *_metric_cells(_part(row, part), part == "macro", _scored(row, part))]
+            for row in table.rows
         ]
         lines += markdown_table(header, cells)
     return "\n".join(lines) + "\n"
@@ -286,6 +292,12 @@ def render_markdown(table: BaselineTable) -> str:
 def _part(row: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:
     """A row's values of one dataset, or its pooled or macro values."""
     return row[part] if part in ("pooled", "macro") else row["datasets"].get(part)
+
+
+def _scored(row: Mapping[str, Any], part: str) -> Mapping[str, int] | None:
+    """How many of a part's answers got a yes/no verdict (macro: the pooled counts)."""
+    values = _part(row, "pooled" if part == "macro" else part)
+    return None if values is None else values.get("jd_scored")
 
 
 def _header(provenance: Mapping[str, Any]) -> list[str]:
@@ -306,7 +318,9 @@ def _header(provenance: Mapping[str, Any]) -> list[str]:
         "- cells: mean [95% bootstrap interval]; macro: mean of the dataset means (stratified "
         "bootstrap); wall s: rollout time as evaluate.py recorded it, summed over the runs of "
         "a resumed evaluation; model loading, index building and scoring not included "
-        "(`k/n timed`: a run was killed before logging the time of n-k questions)",
+        "(`k/n timed`: a run was killed before logging the time of n-k questions); JD "
+        "`(k/n scored)`: the judge's reply to n-k answers was unparseable or failed, and JD is "
+        "the mean over the k others",
     ]
     for baseline, keys in provenance["differs"].items():
         lines.append(f"- `{baseline}` differs in {', '.join(keys)}: see its results.json")
@@ -321,11 +335,16 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.1f}"
 
 
-def _metric_cells(metrics: Mapping[str, Any] | None, macro: bool) -> list[str]:
+def _metric_cells(
+    metrics: Mapping[str, Any] | None, macro: bool, scored: Mapping[str, int] | None
+) -> list[str]:
     width = len(METRICS) + (0 if macro else 1)
     if metrics is None:
         return ["—"] * width
     cells = [_format(metrics[key]) for key, _ in METRICS]
+    if scored is not None and scored["scored"] < scored["answers"]:
+        jd = [key for key, _ in METRICS].index("jd")
+        cells[jd] += f" ({scored['scored']}/{scored['answers']} scored)"
     if not macro:
         wall = _seconds(metrics.get("wall_time_s"))
         total = metrics.get("questions")

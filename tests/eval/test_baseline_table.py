@@ -132,6 +132,37 @@ def test_rows_hold_each_evaluation_and_say_what_did_not_finish(sweep):
     assert sections == ["## hotpotqa", "## musique", "## overall (pooled)", "## overall (macro)"]
 
 
+def test_jd_says_how_many_answers_it_rests_on_when_the_judge_left_some_unscored(sweep):
+    write_results(sweep / "direct", em=0.5)
+    path = sweep / "direct" / "results.json"
+    results = json.loads(path.read_text())
+    verdicts = {  # hotpotqa: 2 of 4 replies unparseable or failed; musique: every one scored
+        "hotpotqa": {"correct": 1, "wrong": 0, "no_answer": 1, "unparseable": 1, "error": 1},
+        "musique": {"correct": 2, "wrong": 2, "no_answer": 0, "unparseable": 0, "error": 0},
+        "pooled": {"correct": 3, "wrong": 2, "no_answer": 1, "unparseable": 1, "error": 1},
+    }
+    parts = {**results["datasets"], "pooled": results["overall"]["pooled"]}
+    for name, counts in verdicts.items():
+        scored = counts["correct"] + counts["wrong"] + counts["no_answer"]
+        jd = counts["correct"] / scored
+        parts[name].update(jd=jd, judge=counts)
+        parts[name]["ci"]["jd"] = interval(jd, 0.0, 1.0, scored)
+    results["overall"]["macro"]["jd"] = interval(0.5, 0.25, 0.75, 6)
+    path.write_text(json.dumps(results))
+    table = baseline_table(sweep, [planned(sweep, "direct")], DATASETS)
+    assert table.rows[0]["datasets"]["hotpotqa"]["jd_scored"] == {"scored": 2, "answers": 4}
+    sections = table.markdown().split("\n## ")
+    jd_cells = {
+        section.splitlines()[0]: section.splitlines()[4].split(" | ")[3] for section in sections[1:]
+    }
+    assert jd_cells == {
+        "hotpotqa": "0.500 [0.000, 1.000] (2/4 scored)",
+        "musique": "0.500 [0.000, 1.000]",
+        "overall (pooled)": "0.500 [0.000, 1.000] (6/8 scored)",
+        "overall (macro)": "0.500 [0.250, 0.750] (6/8 scored)",
+    }
+
+
 def test_provenance_is_shown_once_and_differences_named(sweep):
     write_results(sweep / "direct", em=0.5)
     write_results(sweep / "ircot", em=0.5, commit="def456")
