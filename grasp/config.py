@@ -144,6 +144,13 @@ class EvaluateConfig:
     default runs/evaluate/<policy kind>."""
     save_tokens: bool = False
     """Also write each trajectory's token ids and env mask."""
+    run_dir: str | None = None
+    """A training run to evaluate in its own environment: env, index, rollout (greedy) and the
+    policy come from its config.json and adapters (grasp/eval/trained.py); overriding them too
+    is refused."""
+    stage: str = "final"
+    """With run_dir: final (after GRPO), warm_start (the policy GRPO started from), or a
+    checkpoint folder name (checkpoint-40)."""
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
@@ -251,6 +258,28 @@ class AblateConfig(TrainConfig):
         self.compare = parse_enum(CompareMode, self.compare, "compare")
 
 
+@dataclass
+class BenchTrainStepConfig(TrainConfig):
+    """scripts/bench_train_step.py: one experiment's GRPO step, timed part by part.
+
+    The training fields are those of scripts/train.py (same experiment files); the run goes to
+    its own folder and neither evaluates nor warm-starts unless the overrides say so.
+    """
+
+    warmup_steps: int = 1
+    """Steps run first and not timed (allocator, caches, first-call overheads)."""
+    timed_steps: int = 3
+    """Steps timed after the warm-up; the table shows their mean."""
+    references: bool = True
+    """Also time raw model.generate and one forward/backward over the last step's tokens."""
+    out: str | None = None
+    """JSON output path; default runs/bench_train_step-<experiment>.json."""
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0 or self.timed_steps < 1:
+            raise ValueError("warmup_steps must be >= 0 and timed_steps >= 1")
+
+
 def _hydra_mode(compare: str) -> str:
     """hydra.mode of scripts/ablate.py: a sweep, except when it only compares."""
     return "RUN" if compare == CompareMode.ONLY else "MULTIRUN"
@@ -289,6 +318,7 @@ def register_configs() -> None:
     store.store(name="serve_retrieval_schema", node=ServeRetrievalConfig)
     store.store(name="bench_serve_schema", node=BenchServeConfig)
     store.store(name="report_schema", node=ReportConfig)
+    store.store(name="bench_train_step_schema", node=BenchTrainStepConfig)
     # configs/ablate.yaml: the sweep over the variants, and no sweep when it only compares.
     OmegaConf.register_new_resolver(
         "ablation_sweep", lambda v: ",".join(map(str, sweep_variants(v))), replace=True

@@ -4,6 +4,8 @@
     python scripts/evaluate.py 'datasets=[hotpotqa,musique]' policy=hf n=50
     python scripts/evaluate.py dataset=musique policy=openai policy.base_url=http://localhost:8000/v1
     python scripts/evaluate.py policy=qwen2.5_3b_vllm judge=openai judge.base_url=http://host:8000/v1
+    python scripts/evaluate.py run_dir=runs/cpu_grasp                    # a trained run, its own env
+    python scripts/evaluate.py run_dir=runs/cpu_grasp stage=warm_start   # the policy GRPO started from
 
 Each dataset: a seed-42 sample of n questions (all of them where fewer exist), searched in the
 dataset's own pooled sentence index, written to out/<dataset>/ (config.json,
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grasp.baselines import build_baseline_policy
@@ -45,6 +48,7 @@ from grasp.eval.provenance import (
     policy_identity,
 )
 from grasp.eval.summary import overall_summary
+from grasp.eval.trained import for_trained_run
 from grasp.eval.tables import results_markdown
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
@@ -179,7 +183,10 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
 
 @hydra.main(version_base=None, config_path="../configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    run(to_dataclass(cfg, EvaluateConfig))
+    config = to_dataclass(cfg, EvaluateConfig)
+    if config.run_dir:
+        config = for_trained_run(config, HydraConfig.get().overrides.task)
+    run(config)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,18 @@ def policy_identity(config: PolicyConfig) -> dict[str, Any]:
         return {"kind": str(kind), "scripted_reads": config.scripted_reads}
     if kind is PolicyKind.OPENAI:
         return {"kind": str(kind), "base_url": config.base_url, "served_model": config.served_model}
-    return {"kind": str(kind), "model": model_identity(config.model)}
+    identity: dict[str, Any] = {"kind": str(kind), "model": model_identity(config.model)}
+    if config.adapters:
+        identity["adapters"] = [
+            {
+                "path": str(Path(a)),
+                "sha256": {
+                    p.name: file_sha256(p) for p in sorted(Path(a).iterdir()) if p.is_file()
+                },
+            }
+            for a in config.adapters
+        ]
+    return identity
 
 
 def judge_identity(config: JudgeConfig) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from grasp.env.environment import Episode, RetrievalEnvironment
 from grasp.reward import RewardConfig, compute_reward
@@ -45,6 +45,11 @@ class RolloutConfig:
     """Text the environment writes at the start of every assistant turn (mask 0), which the
     model continues, e.g. '<tool_call>\n{"name": "'. A format scaffold for tiny models; token-
     level policies only. Empty (no scaffold) for the paper's runs."""
+
+    def greedy(self) -> RolloutConfig:
+        """These settings decoded greedily, one sample per question (how a policy is evaluated)."""
+        sampling = replace(self.sampling, temperature=0.0, top_p=1.0, seed=0)
+        return replace(self, sampling=sampling, group_size=1)
 
 
 @dataclass
@@ -81,10 +86,18 @@ class RolloutEngine:
         self.policy = policy
         self.config = config
         self.chat = chat
+        self._seed = config.sampling.seed
+        """The sampling seed of the run in progress (``run(seed=...)``)."""
 
-    def run(self, questions: Sequence[Question], group_size: int | None = None) -> RolloutBatch:
-        """Roll out ``group_size`` (default config.group_size) episodes per question."""
+    def run(
+        self, questions: Sequence[Question], group_size: int | None = None, seed: int | None = None
+    ) -> RolloutBatch:
+        """Roll out ``group_size`` (default config.group_size) episodes per question.
+
+        ``seed`` replaces ``config.sampling.seed`` for this run (training passes one per step,
+        so that successive steps do not replay the same random stream)."""
         started = time.perf_counter()
+        self._seed = self.config.sampling.seed if seed is None else seed
         timings = RolloutTimings()
         g = group_size or self.config.group_size
         episodes = [
@@ -159,7 +172,7 @@ class RolloutEngine:
     def _turn_sampling(self, turn: int) -> SamplingConfig:
         # A distinct seed per turn: the same seed each turn would correlate the samples.
         base = self.config.sampling
-        return SamplingConfig(base.temperature, base.top_p, base.max_new_tokens, base.seed + turn)
+        return SamplingConfig(base.temperature, base.top_p, base.max_new_tokens, self._seed + turn)
 
     def _apply(
         self,

@@ -43,6 +43,9 @@ class PolicyConfig:
     """scripted, hf, vllm or openai."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """The model of hf and vllm policies (and the tokenizer of an openai one, if local)."""
+    adapters: list[str] = field(default_factory=list)
+    """hf: LoRA adapter folders applied to the model in order, all merged but the last
+    (grasp/rollout/adapters.py); how a trained run's policy is rebuilt."""
     max_batch_size: int | None = 32
     """hf: rows per generate call (bounds memory); null puts every episode in one call."""
     scripted_reads: int = 2
@@ -77,6 +80,8 @@ def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPol
     kind = PolicyKind(config.kind)
     if kind is PolicyKind.SCRIPTED:
         return BuiltPolicy(HeuristicSearchPolicy(reads=config.scripted_reads), chat=None)
+    if config.adapters and kind is not PolicyKind.HF:
+        raise ValueError(f"policy.adapters apply to policy.kind=hf only, not {kind}")
     if kind is PolicyKind.OPENAI:
         from grasp.rollout.openai_policy import OpenAIChatPolicy
 
@@ -91,12 +96,14 @@ def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPol
         )
         return BuiltPolicy(policy, chat=None)
     if kind is PolicyKind.HF:
+        from grasp.rollout.adapters import apply_adapters
         from grasp.rollout.hf_policy import HFPolicy
 
         loaded = load_policy_model(config.model)
+        model = apply_adapters(loaded.model, config.adapters)
         chat = ChatTokenizer(loaded.tokenizer, tool_schemas)
-        policy = HFPolicy(loaded.model, loaded.tokenizer, max_batch_size=config.max_batch_size)
-        return BuiltPolicy(policy, chat=chat, model=loaded.model)
+        policy = HFPolicy(model, loaded.tokenizer, max_batch_size=config.max_batch_size)
+        return BuiltPolicy(policy, chat=chat, model=model)
     from grasp.rollout.vllm_policy import VLLMPolicy, _import_vllm
 
     vllm = _import_vllm()

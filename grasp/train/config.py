@@ -13,6 +13,7 @@ from grasp.env.environment import EnvConfig
 from grasp.models import ModelConfig
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
+from grasp.train.dynamic_sampling import DynamicSamplingSettings
 from grasp.train.warm_start import WarmStartSettings
 
 
@@ -82,6 +83,8 @@ class GRPOSettings:
     """Recompute activations in the backward pass to save memory."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     """LoRA adapters or full fine-tuning."""
+    dynamic_sampling: DynamicSamplingSettings = field(default_factory=DynamicSamplingSettings)
+    """Replace zero-spread groups by fresh questions before the update (DAPO; off)."""
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU) instead of transformers."""
     vllm_mode: str = "colocate"
@@ -104,7 +107,9 @@ class TrainConfig:
     """Dataset of the questions and of the pooled index."""
     train_source: str = "smoke_split"
     """smoke_split (bundled dev split into disjoint train/eval halves: NOT the paper protocol),
-    or hub (the dataset's train split from the Hugging Face hub, the paper's setting)."""
+    bundled (data/<dataset>/train.jsonl, offline) or hub (the dataset's train split from the
+    Hugging Face hub). With bundled and hub, the training index pools the train questions only
+    and evaluation searches the dev set's own pooled index (the paper's protocol)."""
     questions_path: str | None = None
     """smoke_split: a normalized JSONL to split instead of the bundled data/<dataset>/ file."""
     eval_split: str = "dev"
@@ -117,6 +122,9 @@ class TrainConfig:
     """Index of the training questions' pooled paragraphs."""
     index_dir: str | None = None
     """Index folder; default indexes/<dataset>-<train source>."""
+    eval_index_dir: str | None = None
+    """bundled/hub: folder of the evaluation (dev) index; default indexes/<dataset>-<eval_split>,
+    the baseline table's index. Always searched in-process."""
     env: EnvConfig = field(default_factory=lambda: EnvConfig(turn_budget=4))
     """Tools, top-K, turn budget."""
     model: ModelConfig = field(default_factory=ModelConfig)

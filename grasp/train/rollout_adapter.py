@@ -14,13 +14,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grasp.eval.summary import count_events
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
+from grasp.train.dynamic_sampling import DynamicSamplingSettings, replacement_ids, select_groups
 from grasp.types import Question
 
 QUESTION_ID_KEY = "question_id"
@@ -57,6 +58,7 @@ class GraspRollout:
         policy_for: Callable[[Any], Policy],
         stats: RolloutStats,
         return_logprobs: bool = False,
+        dynamic_sampling: DynamicSamplingSettings | None = None,
     ) -> None:
         if engine.chat is None:
             raise ValueError(
@@ -67,6 +69,7 @@ class GraspRollout:
         self.policy_for = policy_for
         self.stats = stats
         self.return_logprobs = return_logprobs
+        self.dynamic_sampling = dynamic_sampling or DynamicSamplingSettings()
 
     def __call__(self, prompts: Sequence[list[dict]], trainer: Any) -> dict[str, Any]:
         group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
@@ -79,13 +82,22 @@ class GraspRollout:
                 raise ValueError("each group of G prompts must be one question repeated")
         self.engine.policy = self.policy_for(trainer)
         started = time.perf_counter()
-        batch = self.engine.run([self.questions[i] for i in heads], group_size=group)
-        self.stats.rollout_seconds = time.perf_counter() - started
+        batch = self.engine.run(
+            [self.questions[i] for i in heads], group_size=group, seed=self._step_seed(trainer, 0)
+        )
+        generation, environment = batch.timings.generation, batch.timings.environment
         trajectories = batch.trajectories
+        sampling: dict[str, float] = {}
+        if self.dynamic_sampling.enabled and trainer.model.training:
+            trajectories, sampling, extra = self._resample(trajectories, group, heads, trainer)
+            generation += extra[0]
+            environment += extra[1]
+        self.stats.rollout_seconds = time.perf_counter() - started
         self.stats.trajectories = trajectories
         self.stats.pending = rollout_metrics(trajectories, group)
-        self.stats.pending["time/rollout_generation_s"] = batch.timings.generation
-        self.stats.pending["time/rollout_environment_s"] = batch.timings.environment
+        self.stats.pending.update(sampling)
+        self.stats.pending["time/rollout_generation_s"] = generation
+        self.stats.pending["time/rollout_environment_s"] = environment
         traces = [t.tokens for t in trajectories]
         logprobs = None
         if self.return_logprobs and all(trace.has_logprobs for trace in traces):
@@ -99,6 +111,63 @@ class GraspRollout:
             "group_id": [t.group_id for t in trajectories],
             "episode_id": [t.episode_id for t in trajectories],
         }
+
+    def _resample(
+        self, trajectories: list[Trajectory], group: int, heads: list[str], trainer: Any
+    ) -> tuple[list[Trajectory], dict[str, float], tuple[float, float]]:
+        """Replace zero-spread groups with groups of fresh questions (grasp/train/dynamic_sampling.py).
+
+        Returns the kept trajectories (B groups, renumbered 0..B-1), the step's sampling
+        metrics, and the extra (generation, environment) seconds."""
+        needed = len(heads)
+        groups = [trajectories[i : i + group] for i in range(0, len(trajectories), group)]
+        seen = set(heads)
+        extra_generation = extra_environment = 0.0
+        rounds = 0
+        step = trainer.state.global_step
+        for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
+            totals = [[t.reward["reward/total"] for t in g] for g in groups]
+            missing = needed - select_groups(totals, needed).with_spread
+            if missing == 0:
+                rounds -= 1
+                break
+            ids = replacement_ids(
+                list(self.questions), seen, missing, trainer.args.seed, step, rounds
+            )
+            if not ids:  # every training question was rolled out this step
+                rounds -= 1
+                break
+            seen.update(ids)
+            batch = self.engine.run(
+                [self.questions[i] for i in ids],
+                group_size=group,
+                seed=self._step_seed(trainer, rounds),
+            )
+            extra_generation += batch.timings.generation
+            extra_environment += batch.timings.environment
+            fresh = batch.trajectories
+            groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
+        totals = [[t.reward["reward/total"] for t in g] for g in groups]
+        selection = select_groups(totals, needed)
+        kept = [
+            replace(t, group_id=number)
+            for number, index in enumerate(selection.kept)
+            for t in groups[index]
+        ]
+        metrics = {
+            "sampling/groups_rolled_out": float(len(groups)),
+            "sampling/dropped_group_share": 1.0 - needed / len(groups),
+            "sampling/extra_rollouts": float((len(groups) - needed) * group),
+            "sampling/rounds": float(rounds),
+            "sampling/kept_zero_spread_share": 1.0 - selection.with_spread / needed,
+        }
+        return kept, metrics, (extra_generation, extra_environment)
+
+    def _step_seed(self, trainer: Any, round_: int) -> int:
+        """A sampling seed per step and rollout round: the same stream every step would
+        correlate the samples of successive steps (a resumed run draws the same seeds)."""
+        base = self.engine.config.sampling.seed
+        return base + 100_003 * trainer.state.global_step + 1_009 * round_
 
     def _question_id(self, prompt: Sequence[dict]) -> str:
         for message in reversed(prompt):

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from grasp.config import default_index_dir
 from grasp.corpus import SentenceCorpus
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment
@@ -26,7 +27,7 @@ from grasp.eval.sweep import config_differences
 from grasp.models import WHEEL_PREFIX, LoadedModel, load_policy_model
 from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
-from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
@@ -41,11 +42,20 @@ from grasp.train.rollout_adapter import (
     reward_functions,
 )
 from grasp.train.warm_start import warm_start
-from grasp.types import DatasetName, Question
+from grasp.types import DatasetName, Question, StrEnum
 
 log = logging.getLogger(__name__)
 
-TRAIN_SOURCES = ("smoke_split", "hub")
+
+class TrainSource(StrEnum):
+    """Where the training questions come from."""
+
+    SMOKE_SPLIT = "smoke_split"
+    """Disjoint halves of the bundled dev set, one index over both (NOT the paper's protocol)."""
+    BUNDLED = "bundled"
+    """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
+    HUB = "hub"
+    """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
 
 
 @dataclass
@@ -53,16 +63,21 @@ class TrainingData:
     train: list[Question]
     eval: list[Question]
     pooled: list[Question]
-    """Every question whose paragraphs go into the index."""
+    """Every question whose paragraphs go into the training index."""
     label: str
     """What the split is, written into results.json."""
+    eval_pooled: list[Question] | None = None
+    """The questions whose paragraphs make the evaluation index (the dev set's own pooled
+    index, as the baselines search it); None: evaluation searches the training index."""
 
 
 def validate_config(config: TrainConfig) -> None:
     """Fail before any work, naming the field, on settings that cannot work."""
     config.env.validate()
-    if config.train_source not in TRAIN_SOURCES:
-        raise ValueError(f"train_source={config.train_source!r} is not one of {TRAIN_SOURCES}")
+    if config.train_source not in set(TrainSource):
+        raise ValueError(
+            f"train_source={config.train_source!r} is not one of {[str(s) for s in TrainSource]}"
+        )
     DatasetName(config.dataset)
     name = config.model.name
     if (
@@ -83,6 +98,7 @@ def validate_config(config: TrainConfig) -> None:
         raise ValueError(
             "grpo.num_generations must be at least 2: GRPO compares samples in a group"
         )
+    grpo.dynamic_sampling.validate()
     if config.wandb not in ("disabled", "offline", "online"):
         raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
 
@@ -92,14 +108,25 @@ def load_training_data(config: TrainConfig) -> TrainingData:
     dev = load_questions(
         dataset, DataSource.NORMALIZED, path=config.questions_path, split=config.eval_split
     )
-    if config.train_source == "smoke_split":
+    source = TrainSource(config.train_source)
+    if source is TrainSource.SMOKE_SPLIT:
         halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
         eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
         label = f"smoke split: disjoint halves of the bundled {dataset} {config.eval_split} set"
         return TrainingData(halves.train, eval_questions, dev, label)
-    train = load_questions(dataset, DataSource.HUB, split="train")
+    if source is TrainSource.BUNDLED:
+        train = load_questions(dataset, DataSource.NORMALIZED, split="train")
+    else:
+        train = load_questions(dataset, DataSource.HUB, split="train")
+    overlap = {q.question_id for q in train} & {q.question_id for q in dev}
+    if overlap:
+        raise ValueError(
+            f"{len(overlap)} {config.eval_split} questions are also training questions "
+            f"(e.g. {sorted(overlap)[0]}): train_source={source} must be disjoint from them"
+        )
     eval_questions = sample_questions(dev, config.eval_questions, seed=42)
-    return TrainingData(train, eval_questions, train + dev, f"{dataset} train (hub) / dev")
+    label = f"{dataset} train ({source}, {len(train)} questions, pooled train index) / {config.eval_split} (its own pooled index)"
+    return TrainingData(train, eval_questions, train, label, eval_pooled=dev)
 
 
 def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
@@ -120,8 +147,22 @@ def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
 def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
-    name = config.eval_split if config.train_source == "smoke_split" else "train"
+    name = config.eval_split if config.train_source == TrainSource.SMOKE_SPLIT else "train"
     return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
+
+
+def _eval_environment(
+    config: TrainConfig, data: TrainingData, train_env: RetrievalEnvironment
+) -> RetrievalEnvironment:
+    """The environment evaluations run in: the dev set's own pooled index when the training
+    questions are not dev questions (the baseline table's index), else the training one."""
+    if data.eval_pooled is None:
+        return train_env
+    directory = Path(config.eval_index_dir or default_index_dir(config.dataset, config.eval_split))
+    # Local, also when training searches a remote service: that service holds the train index.
+    local = replace(config.index, remote_url=None)
+    index = open_index(local, directory, data.eval_pooled, source={"dataset": config.dataset})
+    return RetrievalEnvironment(index.warm_up(), config.env)
 
 
 def check_top_k(config: TrainConfig, pooled: list[Question]) -> None:
@@ -131,10 +172,32 @@ def check_top_k(config: TrainConfig, pooled: list[Question]) -> None:
         raise ValueError(f"env.top_k={config.env.top_k} exceeds the {units} units of the corpus")
 
 
-def greedy_rollout(rollout: RolloutConfig) -> RolloutConfig:
-    """The training rollout settings with greedy decoding and one sample (for evaluation)."""
-    sampling = replace(rollout.sampling, temperature=0.0, top_p=1.0, seed=0)
-    return replace(rollout, sampling=sampling, group_size=1)
+@dataclass
+class TrainingSetup:
+    """What a run trains and evaluates with, built once from its config."""
+
+    data: TrainingData
+    env: RetrievalEnvironment
+    """The training environment (the pooled training index)."""
+    eval_env: RetrievalEnvironment
+    """Where evaluations run (the dev set's own index, or ``env``)."""
+    loaded: LoadedModel
+    chat: ChatTokenizer
+
+
+def build_training(config: TrainConfig) -> TrainingSetup:
+    """Validate ``config``, then load the questions, the indexes and the policy model."""
+    validate_config(config)
+    data = load_training_data(config)
+    check_top_k(config, data.pooled)
+    index_dir = Path(config.index_dir or _default_index_dir(config))
+    source = {"dataset": config.dataset}
+    index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
+    env = RetrievalEnvironment(index, config.env)
+    eval_env = _eval_environment(config, data, env)
+    loaded = load_policy_model(config.model)
+    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
+    return TrainingSetup(data, env, eval_env, loaded, chat)
 
 
 def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any]:
@@ -143,18 +206,18 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     _check_same_run(run_dir / "config.json", resolved)
-    data = load_training_data(config)
-    check_top_k(config, data.pooled)
-    index_dir = Path(config.index_dir or _default_index_dir(config))
-    source = {"dataset": config.dataset}
-    index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
-    env = RetrievalEnvironment(index, config.env)
-    loaded = load_policy_model(config.model)
-    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
-    greedy = greedy_rollout(config.rollout)
+    setup = build_training(config)
+    data, env, eval_env, loaded, chat = (
+        setup.data,
+        setup.env,
+        setup.eval_env,
+        setup.loaded,
+        setup.chat,
+    )
+    greedy = config.rollout.greedy()
 
     def evaluate(model: Any, name: str) -> dict[str, Any]:
-        engine = RolloutEngine(env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
+        engine = RolloutEngine(eval_env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
         return evaluate_policy(engine, data.eval, run_dir / name, resolved).results
 
     warm = None
@@ -247,13 +310,14 @@ def make_grpo_trainer(
         policy_for,
         stats,
         return_logprobs=config.grpo.use_vllm,
+        dynamic_sampling=config.grpo.dynamic_sampling,
     )
     size = min(config.trajectory_questions, len(data.eval))
     sample = random.Random(config.grpo.seed).sample(data.eval, size)
 
     def save_sample(step: int) -> None:
         policy = policy_for(trainer)
-        batch = RolloutEngine(env, policy, greedy_rollout(config.rollout), chat=chat).run(sample)
+        batch = RolloutEngine(env, policy, config.rollout.greedy(), chat=chat).run(sample)
         write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -40,6 +40,8 @@ from grasp.types import Question
 log = logging.getLogger(__name__)
 
 MODEL_DIR = "model"
+ADAPTER_DIR = "adapter"
+"""With LoRA: the warm start's adapter, before it was merged into ``MODEL_DIR``."""
 DONE_MARKER = "warm_start.json"
 
 
@@ -208,6 +210,8 @@ def _fine_tune(
     output = trainer.train()
     trained = trainer.model
     if lora_config is not None:
+        # The adapter (a few MB) rebuilds this model from the base one (grasp/rollout/adapters.py).
+        trained.save_pretrained(out_dir / ADAPTER_DIR)
         trained = trained.merge_and_unload()
     trained.save_pretrained(out_dir / MODEL_DIR)
     history = [row for row in trainer.state.log_history if "loss" in row]

@@ -223,3 +223,18 @@ def test_special_token_strings_in_documents_stay_plain_text(chat, tokenizer):
     empty = chat.tool_turn_ids("")
     assert len(ids) == len(empty) + len(body)
     assert [i for i in ids if i in special] == [i for i in empty if i in special]
+
+
+def test_a_run_seed_replaces_the_configured_one_for_that_run_only(env, tiny_questions):
+    seeds = []
+
+    class Recording(HeuristicSearchPolicy):
+        def generate(self, requests, sampling):
+            seeds.append(sampling.seed)
+            return super().generate(requests, sampling)
+
+    config = RolloutConfig(sampling=SamplingConfig(seed=7))
+    engine = RolloutEngine(env, Recording(plan=["semantic_search", "answer"]), config)
+    engine.run(tiny_questions[:1], seed=1000)
+    engine.run(tiny_questions[:1])
+    assert seeds == [1001, 1002, 8, 9]

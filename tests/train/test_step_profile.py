@@ -1,0 +1,88 @@
+"""The step profiler on real GRPO steps: every part is timed, tokens match the trajectories."""
+
+from __future__ import annotations
+
+import pytest
+
+from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.models import ModelConfig, load_policy_model
+from grasp.rollout.chat import ChatTokenizer
+from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
+from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
+from grasp.train.trainer import TrainingData, make_grpo_trainer
+
+
+def search_then_answer(request):
+    question_id, sample = request.request_id.split("#")
+    if not any(m["role"] == "assistant" for m in request.messages):
+        return tool_call_text("semantic_search", query="Everest first ascent")
+    return tool_call_text("answer", answer="Auckland" if sample == "0" else "no idea")
+
+
+@pytest.fixture(scope="module")
+def profiled(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("profile")
+    config = TrainConfig(
+        env=EnvConfig(turn_budget=3, top_k=2),
+        model=ModelConfig(name=str(tiny_model_dir), dtype="float32", chat_template="model"),
+        grpo=GRPOSettings(
+            num_generations=2,
+            questions_per_step=2,
+            max_steps=2,
+            beta=0.1,  # a reference pass: logprobs_no_grad must be timed
+            bf16=False,
+            lora=LoraSettings(enabled=False),
+        ),
+        trajectories_every=0,
+        save_every=100,
+        run_dir=str(run_dir),
+    )
+    env = RetrievalEnvironment(tiny_index, config.env)
+    loaded = load_policy_model(config.model)
+    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
+    questions = list(tiny_questions)
+    data = TrainingData(questions, questions, questions, "tiny")
+    trainer = make_grpo_trainer(
+        config,
+        data,
+        env,
+        loaded,
+        chat,
+        run_dir,
+        policy_for=lambda _: ScriptedPolicy(search_then_answer),
+    )
+    profiler = StepProfiler().attach(trainer)
+    trainer.train()
+    return profiler
+
+
+def test_every_step_is_split_into_its_parts(profiled):
+    assert [s.step for s in profiled.steps] == [1, 2]
+    for step in profiled.steps:
+        assert set(step.parts) == set(PARTS)
+        for part in ("generation", "environment", "logprobs_no_grad", "forward", "backward"):
+            assert step.parts[part] > 0, part
+        assert step.parts["optimizer"] > 0
+        assert sum(step.parts.values()) <= step.wall
+
+
+def test_tokens_are_those_of_the_step_trajectories(profiled):
+    last = profiled.steps[-1].tokens
+    trajectories = profiled.last_batch.trajectories
+    assert last.trajectories == len(trajectories) == 4
+    assert last.turns == 2  # search, then answer
+    assert last.prompt == sum(len(t.tokens.prompt_ids) for t in trajectories)
+    assert last.generated == sum(sum(t.tokens.env_mask) for t in trajectories)
+    completion = sum(len(t.tokens.completion_ids) for t in trajectories)
+    assert last.generated + last.inserted == completion
+    assert last.sequence == last.prompt + completion
+
+
+def test_mean_timing_reports_samples_per_minute(profiled):
+    summary = mean_timing(profiled.steps)
+    wall = sum(s.wall for s in profiled.steps) / 2
+    assert summary["steps"] == 2
+    assert summary["samples_per_minute"] == pytest.approx(60 * 4 / wall)
+    with pytest.raises(ValueError, match="no step"):
+        mean_timing([])
