@@ -91,7 +91,10 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
             )
         except ServiceBusyError as error:
             raise HTTPException(status_code=503, detail=str(error)) from error
-        return {"hits": [[_hit_record(hit) for hit in row] for row in hits]}
+        return {
+            "hits": [[_hit_record(hit) for hit in row] for row in hits],
+            "build_key": service.index.manifest.build_key,
+        }
 
     @app.post("/paragraphs", response_model=ReadResponse)
     async def paragraphs(request: ReadRequest) -> dict[str, Any]:
@@ -108,7 +111,7 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
                     "first_sentence_id": corpus.sentence_ids(paragraph_id).start,
                 }
             )
-        return {"paragraphs": records}
+        return {"paragraphs": records, "build_key": service.index.manifest.build_key}
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> dict[str, Any]:

@@ -64,6 +64,15 @@ class ServiceUnavailableError(RetrievalServiceError):
     """The service could not be reached, or kept failing (5xx), through every retry."""
 
 
+class ServiceIndexChangedError(RetrievalServiceError, IndexMismatchError):
+    """The service answered from another index than the one this client connected to.
+
+    A service restarted over another index directory on the same address would otherwise
+    answer with paragraph ids of another corpus than the client's copy: gold matching,
+    reads and rewards would be silently wrong.
+    """
+
+
 class ServiceRequestError(RetrievalServiceError, ValueError):
     """The service refused a request (4xx); the message names the field at fault."""
 
@@ -234,6 +243,7 @@ class RemoteIndex:
             _check_same_index(connection.url, manifest, served, config)
         corpus = fetch_corpus(connection, manifest)
         health = connection.get("/health")
+        check_build_key(connection.url, "/health", manifest.build_key, health)
         log.info(
             "retrieval service %s: %s (%d sentences, %d paragraphs)",
             connection.url,
@@ -273,8 +283,9 @@ class RemoteIndex:
                     None if s is None else np.asarray(s).tolist()
                     for s in scopes[start : start + step]
                 ]
-            rows = self.connection.post("/search", payload)["hits"]
-            hits += [[_hit(record) for record in row] for row in rows]
+            reply = self.connection.post("/search", payload)
+            check_build_key(self.url, "/search", self.manifest.build_key, reply)
+            hits += [[_hit(record) for record in row] for row in reply["hits"]]
         return hits
 
     def read_paragraphs(self, paragraph_ids: Sequence[int]) -> list[RemoteParagraph]:
@@ -284,6 +295,7 @@ class RemoteIndex:
         records: list[RemoteParagraph] = []
         for start in range(0, len(ids), step):
             data = self.connection.post("/paragraphs", {"paragraph_ids": ids[start : start + step]})
+            check_build_key(self.url, "/paragraphs", self.manifest.build_key, data)
             records += [
                 RemoteParagraph(
                     paragraph_id=r["paragraph_id"],
@@ -338,6 +350,19 @@ def open_index(
                 "service over the matching index"
             )
     return index
+
+
+def check_build_key(url: str, path: str, expected: str, reply: Any) -> None:
+    """Raise ServiceIndexChangedError unless ``reply`` names the build key ``expected``."""
+    served = reply.get("build_key") if isinstance(reply, dict) else None
+    if served != expected:
+        raise ServiceIndexChangedError(
+            f"retrieval service at {url}{path} answered from index {served!r}, not from "
+            f"{expected!r}, the index this client connected to (the service was restarted "
+            "over another index directory?): its paragraph ids would name other paragraphs "
+            "than this client's corpus. Restart the service over the index it served, or "
+            "start this run again to connect to the new one"
+        )
 
 
 def fetch_corpus(connection: ServiceConnection, manifest: Manifest) -> SentenceCorpus:

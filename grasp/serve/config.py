@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 1
-"""Version of the service's JSON protocol; bumped whenever a request or response changes."""
+PROTOCOL_VERSION = 2
+"""Version of the service's JSON protocol; bumped whenever a request or response changes.
+2: every search and read reply names the build key of the index that answered it."""
 
 
 @dataclass
