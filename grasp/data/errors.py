@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext"]
+__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext", "UniqueIds"]
 
 
 class DataFormatError(ValueError):
@@ -67,6 +67,14 @@ class RecordContext:
     source: str
     line: int | None = None
     record: int | None = None
+
+    def place(self) -> str:
+        """Where the record is within its source: ``line 3``, ``record 2`` or the source."""
+        if self.line is not None:
+            return f"line {self.line}"
+        if self.record is not None:
+            return f"record {self.record}"
+        return self.source
 
     def error(self, problem: str, field: str | None = None) -> DataFormatError:
         """A :class:`DataFormatError` for this record (returned, for the caller to raise)."""
@@ -125,3 +133,21 @@ class RecordContext:
             if len(pair) != 2:
                 raise self.error(f"expected {shape}, got {len(pair)} items", name)
             yield name, pair[0], pair[1]
+
+
+class UniqueIds:
+    """The question ids of one source so far: a repeated id is an error naming both places.
+
+    A repeated question would be sampled, rolled out and averaged twice; every loader
+    (normalized, raw, hub) refuses it.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+
+    def add(self, question_id: str, ctx: RecordContext, field: str = "id") -> None:
+        """Record ``question_id`` at ``ctx``; DataFormatError when it was seen before."""
+        first = self._first.get(question_id)
+        if first is not None:
+            raise ctx.error(f"duplicate id {question_id!r} (first on {first})", field)
+        self._first[question_id] = ctx.place()

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext
+from grasp.data.errors import RecordContext, UniqueIds
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
 __all__ = ["load_normalized", "question_from_dict", "question_to_dict", "write_normalized"]
@@ -195,7 +195,7 @@ def load_normalized(path: str | Path) -> list[Question]:
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "normalized data file not found", str(path))
     questions: list[Question] = []
-    first_line: dict[str, int] = {}
+    ids = UniqueIds()
     with path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -206,13 +206,7 @@ def load_normalized(path: str | Path) -> list[Question]:
             except json.JSONDecodeError as err:
                 raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
             question = question_from_dict(record, ctx)
-            if question.question_id in first_line:
-                raise ctx.error(
-                    f"duplicate id {question.question_id!r} (first on line "
-                    f"{first_line[question.question_id]})",
-                    "id",
-                )
-            first_line[question.question_id] = line_number
+            ids.add(question.question_id, ctx)
             questions.append(question)
     return questions
 

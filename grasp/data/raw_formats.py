@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext
+from grasp.data.errors import RecordContext, UniqueIds
 from grasp.data.sentences import split_sentences
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
@@ -203,6 +203,7 @@ def _json_list(path: Path) -> Sequence[Any]:
 def _load_jsonl(path: Path, convert: Callable[[Any, RecordContext], Question]) -> list[Question]:
     """Convert every non-blank line of a JSON Lines file."""
     questions = []
+    ids = UniqueIds()
     with path.open(encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -212,7 +213,9 @@ def _load_jsonl(path: Path, convert: Callable[[Any, RecordContext], Question]) -
                 record = json.loads(line)
             except json.JSONDecodeError as err:
                 raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            questions.append(convert(record, ctx))
+            question = convert(record, ctx)
+            ids.add(question.question_id, ctx)
+            questions.append(question)
     return questions
 
 
@@ -221,7 +224,8 @@ def load_raw(path: str | Path, dataset: DatasetName | str) -> list[Question]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
-        DataFormatError: the file or a record does not have the official layout.
+        DataFormatError: the file or a record does not have the official layout, or a record
+            repeats an earlier record's id.
     """
     dataset = DatasetName(dataset)
     path = Path(path)
@@ -230,5 +234,11 @@ def load_raw(path: str | Path, dataset: DatasetName | str) -> list[Question]:
     convert = _CONVERTERS[dataset]
     if dataset is DatasetName.MUSIQUE:
         return _load_jsonl(path, convert)
-    records = _json_list(path)
-    return [convert(record, RecordContext(str(path), record=i)) for i, record in enumerate(records)]
+    questions = []
+    ids = UniqueIds()
+    for position, record in enumerate(_json_list(path)):
+        ctx = RecordContext(str(path), record=position)
+        question = convert(record, ctx)
+        ids.add(question.question_id, ctx, "_id")
+        questions.append(question)
+    return questions
