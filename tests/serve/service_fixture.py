@@ -24,6 +24,7 @@ TEST_LIMITS = ServiceConfig(
     max_k=10,
     max_scope_paragraphs=6,
     max_paragraphs_per_request=4,
+    max_request_bytes=64 * 1024,
 )
 """Small bounds, so that the tests reach them (and the client's splitting) with few queries."""
 
