@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.json_files import json_lines
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
 __all__ = ["load_normalized", "question_from_dict", "question_to_dict", "write_normalized"]
@@ -196,18 +197,10 @@ def load_normalized(path: str | Path) -> list[Question]:
         raise FileNotFoundError(errno.ENOENT, "normalized data file not found", str(path))
     questions: list[Question] = []
     ids = UniqueIds()
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue  # blank lines carry no record (e.g. a trailing newline)
-            ctx = RecordContext(str(path), line=line_number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            question = question_from_dict(record, ctx)
-            ids.add(question.question_id, ctx)
-            questions.append(question)
+    for ctx, record in json_lines(path):
+        question = question_from_dict(record, ctx)
+        ids.add(question.question_id, ctx)
+        questions.append(question)
     return questions
 
 

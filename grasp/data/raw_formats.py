@@ -26,12 +26,12 @@ Usage::
 from __future__ import annotations
 
 import errno
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.json_files import json_document, json_lines
 from grasp.data.sentences import split_sentences
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
@@ -187,16 +187,11 @@ _CONVERTERS: dict[DatasetName, Callable[[Any, RecordContext], Question]] = {
 
 def _json_list(path: Path) -> Sequence[Any]:
     """The top-level JSON list of ``path`` (HotpotQA and 2Wiki ship one list per file)."""
-    ctx = RecordContext(str(path))
-    try:
-        with path.open(encoding="utf-8") as handle:
-            records = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise ctx.error(
-            f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
-        ) from None
+    records = json_document(path)
     if not isinstance(records, list):
-        raise ctx.error(f"expected a JSON list of records, got {type(records).__name__}")
+        raise RecordContext(str(path)).error(
+            f"expected a JSON list of records, got {type(records).__name__}"
+        )
     return records
 
 
@@ -204,18 +199,10 @@ def _load_jsonl(path: Path, convert: Callable[[Any, RecordContext], Question]) -
     """Convert every non-blank line of a JSON Lines file."""
     questions = []
     ids = UniqueIds()
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue  # blank lines carry no record
-            ctx = RecordContext(str(path), line=line_number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            question = convert(record, ctx)
-            ids.add(question.question_id, ctx)
-            questions.append(question)
+    for ctx, record in json_lines(path):
+        question = convert(record, ctx)
+        ids.add(question.question_id, ctx)
+        questions.append(question)
     return questions
 
 
