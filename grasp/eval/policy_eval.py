@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
-from grasp.eval.resume import FinishedEpisodes, collect, failed, locked
+from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
 from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
 from grasp.eval.sweep import config_differences
@@ -199,7 +199,7 @@ def evaluate_policy(
     ``max_error_share`` of the episodes ended in a generation error.
     """
     with locked(out_dir):
-        _check_or_write_config(out_dir / "config.json", config)
+        check_or_write_config(out_dir / "config.json", config)
         rolled = roll_out(
             engine, questions, out_dir, batch_questions, save_tokens, provenance, max_error_share
         )
@@ -229,10 +229,10 @@ def evaluate_policy(
         results["repeated_lines_dropped"] = rolled.finished.repeated
         results["config"] = config
         results["provenance"] = provenance
-        (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        write_atomic(out_dir / "results.json", json.dumps(results, indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
         markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
-        (out_dir / "results.md").write_text(markdown)
+        write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)
 
 
@@ -306,15 +306,34 @@ def score_episodes(
     return scores
 
 
-def _check_or_write_config(path: Path, config: dict[str, Any]) -> None:
+def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
+    """Write ``config`` to ``path`` (atomically), or check it against the one written there.
+
+    Raises ValueError naming the differing keys when the folder holds an evaluation with
+    another configuration, and naming the file when it is not a JSON object (cut short by
+    an older, non-atomic writer, or edited).
+    """
     text = json.dumps(config, indent=2, sort_keys=True, default=str)
-    if path.exists():
-        differences = config_differences(json.loads(path.read_text()), json.loads(text))
-        if differences:
-            raise ValueError(
-                f"{path.parent} holds an evaluation with another configuration "
-                f"({', '.join(differences)} differ; see {path}); choose another out= "
-                "or delete that folder"
-            )
+    if not path.exists():
+        write_atomic(path, text)
         return
-    path.write_text(text)
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as error:  # JSON and UTF-8 errors included
+        written, problem = None, f"{type(error).__name__}: {error}"
+    else:
+        problem = f"it holds a {type(written).__name__}"
+    if not isinstance(written, dict):
+        raise ValueError(
+            f"{path} is not an evaluation's configuration ({problem}): it was cut short or "
+            "edited, so the trajectories in its folder cannot be checked against this "
+            f"configuration. Choose another out=, or delete {path.name} if you know they "
+            "were made with this configuration"
+        )
+    differences = config_differences(written, json.loads(text))
+    if differences:
+        raise ValueError(
+            f"{path.parent} holds an evaluation with another configuration "
+            f"({', '.join(differences)} differ; see {path}); choose another out= "
+            "or delete that folder"
+        )

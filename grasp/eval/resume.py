@@ -14,6 +14,9 @@ that, and both are handled here.
   by two processes before this lock existed). ``collect`` keeps one trajectory per episode:
   the first that did not end in a generation error, else the last that did. Repeats of a
   finished episode are counted and dropped, never averaged in.
+
+``write_atomic`` writes the folder's whole files (config.json, results.json, results.md), so
+that none is ever left half-written.
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ def locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()  # closing the descriptor releases the lock
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a killed writer) never leaves half of
+    it: the text goes to a temporary file beside it, which then replaces ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def failed(trajectory: Trajectory) -> bool:

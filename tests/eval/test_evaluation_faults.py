@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from evaluate_fixture import compose_config
 
+from grasp.eval.policy_eval import check_or_write_config
 from grasp.paths import REPO_ROOT
 
 
@@ -182,3 +183,37 @@ def test_nothing_listening_at_the_policy_url_exits_non_zero(data_dir, index_root
     assert done.returncode != 0
     assert "3 of 3 episodes ended in a generation error" in done.stdout + done.stderr
     assert "ConnectionError" in done.stdout + done.stderr
+
+
+def test_a_cut_short_config_is_named_and_left_alone(tmp_path):
+    """Issue 18 §5 item 11: a truncated config.json is a clear error, not a JSONDecodeError."""
+    path = tmp_path / "config.json"
+    config = {"n": 12, "seed": 42}
+    check_or_write_config(path, config)
+    assert json.loads(path.read_text()) == config
+    check_or_write_config(path, config)  # the same configuration: accepted
+    cut = path.read_text()[:10]
+    path.write_text(cut)
+    with pytest.raises(ValueError, match=r"config.json is not an evaluation's configuration \("):
+        check_or_write_config(path, config)
+    assert path.read_text() == cut
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"\(it holds a list\): it was cut short or edited"):
+        check_or_write_config(path, config)
+
+
+def test_config_json_is_never_half_written(tmp_path, monkeypatch):
+    """Issue 18 §5 item 11: killed while writing, the folder has no config.json, not half of
+    one (the kill is simulated where the finished temporary file would replace it)."""
+    path = tmp_path / "config.json"
+
+    def killed(*args) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        check_or_write_config(path, {"n": 12})
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    check_or_write_config(path, {"n": 12})
+    assert json.loads(path.read_text()) == {"n": 12}
