@@ -97,6 +97,23 @@ class RecordContext:
             raise self.error("missing", field)
         return self.check(mapping[key], kind, field)
 
+    def text(self, mapping: Mapping[str, Any], key: str, prefix: str = "") -> str:
+        """``mapping[key]``: present, a string, and more than whitespace (an empty id,
+        question or answer cannot be evaluated: an empty gold answer matches an empty one)."""
+        return self.nonblank(self.require(mapping, key, str, prefix), f"{prefix}{key}")
+
+    def nonblank(self, value: str, field: str) -> str:
+        """``value`` itself unless it is empty or only whitespace."""
+        if not value.strip():
+            raise self.error(f"is empty ({value!r})", field)
+        return value
+
+    def nonempty(self, items: list, field: str, what: str) -> list:
+        """``items`` itself unless it is an empty list; ``what`` names one item."""
+        if not items:
+            raise self.error(f"is empty: a question needs at least one {what}", field)
+        return items
+
     def optional(
         self, mapping: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = ""
     ) -> Any:

@@ -128,12 +128,15 @@ def question_from_dict(record: Any, ctx: RecordContext | None = None) -> Questio
     answers = ctx.strings(ctx.require(record, "answers", list), "answers")
     if not answers:
         raise ctx.error("must hold at least one answer", "answers")
+    for position, answer in enumerate(answers):
+        ctx.nonblank(answer, f"answers[{position}]")
     meta = ctx.optional(record, "meta", dict, {})
-    paragraphs = _paragraphs(ctx, ctx.require(record, "paragraphs", list))
+    listed = ctx.nonempty(ctx.require(record, "paragraphs", list), "paragraphs", "paragraph")
+    paragraphs = _paragraphs(ctx, listed)
     return Question(
-        question_id=ctx.require(record, "id", str),
+        question_id=ctx.text(record, "id"),
         dataset=dataset,
-        question=ctx.require(record, "question", str),
+        question=ctx.text(record, "question"),
         answers=answers,
         type=ctx.require(record, "type", str),
         paragraphs=paragraphs,
@@ -189,10 +192,17 @@ def load_normalized(path: str | Path) -> list[Question]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
+        IsADirectoryError: ``path`` is a directory.
         DataFormatError: a line is not valid JSON, misses a field, has a wrong value, or
             repeats an earlier question id (the message names the file, line and field).
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            errno.EISDIR,
+            "a directory, not a normalized data file (give the .jsonl file)",
+            str(path),
+        )
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "normalized data file not found", str(path))
     questions: list[Question] = []
