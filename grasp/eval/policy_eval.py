@@ -37,7 +37,7 @@ from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
-from grasp.eval.summary import EpisodeScores, summarize
+from grasp.eval.summary import NOT_RECORDED, EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
 from grasp.eval.sweep import config_differences
 from grasp.eval.tables import results_markdown
@@ -214,7 +214,9 @@ def evaluate_policy(
         results = summarize(trajectories, scores)
         results["scoring_time_s"] = time.perf_counter() - scoring_started
         results["wall_time_s"] = timed["wall"]
-        results["wall_time_per_question_s"] = timed["wall"] / max(timed["questions"], 1)
+        results["wall_time_per_question_s"] = (
+            timed["wall"] / timed["questions"] if timed["questions"] else NOT_RECORDED
+        )
         results["rollout_time_s"] = {
             "generation": timed["generation"],
             "environment": timed["environment"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -217,3 +218,23 @@ def test_config_json_is_never_half_written(tmp_path, monkeypatch):
     monkeypatch.undo()
     check_or_write_config(path, {"n": 12})
     assert json.loads(path.read_text()) == {"n": 12}
+
+
+def test_every_input_is_checked_before_the_first_evaluation(
+    evaluate, data_dir, index_root, tmp_path
+):
+    """Issue 18 §5 item 16: a later dataset's missing file fails before the first runs."""
+    partial = tmp_path / "data"
+    (partial / "hotpotqa").mkdir(parents=True)
+    shutil.copy(data_dir / "hotpotqa" / "dev.jsonl", partial / "hotpotqa" / "dev.jsonl")
+    out = tmp_path / "eval"
+    overrides = [
+        "policy=scripted",
+        f"data_dir={partial}",
+        f"index_root={index_root}",
+        "datasets=[hotpotqa,musique]",
+        f"out={out}",
+    ]
+    with pytest.raises(FileNotFoundError, match=str(partial / "musique" / "dev.jsonl")):
+        evaluate.run(compose_config(*overrides))
+    assert not out.exists()
