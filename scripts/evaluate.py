@@ -47,7 +47,7 @@ from grasp.eval.provenance import (
     judge_identity,
     policy_identity,
 )
-from grasp.eval.summary import overall_summary
+from grasp.eval.summary import NOT_RECORDED, overall_summary
 from grasp.eval.trained import for_trained_run
 from grasp.eval.tables import results_markdown
 from grasp.rollout.engine import RolloutEngine
@@ -99,15 +99,32 @@ class DatasetSetup:
     """What config.json of the dataset's folder records."""
 
 
-def prepare_dataset(config: EvaluateConfig, dataset: DatasetConfig) -> DatasetSetup:
-    """Load the dataset, sample it, build (or reuse) its index, make its environment."""
-    name = dataset.name
+@dataclass
+class DatasetInput:
+    """One dataset's questions, read (and validated) before any evaluation starts."""
+
+    questions: list[Question]
+    path: Path | None
+    """The file they came from; None for the hub."""
+
+
+def load_dataset(config: EvaluateConfig, dataset: DatasetConfig) -> DatasetInput:
+    """Read every question of ``dataset``; a missing or malformed file fails here, naming it."""
     path = None
     if dataset.source is DataSource.NORMALIZED:
         path = dataset_path(dataset, config.split)
     elif dataset.path:
         path = Path(dataset.path)
-    questions = load_questions(name, dataset.source, path=path, split=config.split)
+    questions = load_questions(dataset.name, dataset.source, path=path, split=config.split)
+    return DatasetInput(questions, path)
+
+
+def prepare_dataset(
+    config: EvaluateConfig, dataset: DatasetConfig, loaded: DatasetInput
+) -> DatasetSetup:
+    """Sample the dataset, build (or reuse) its index, make its environment."""
+    name = dataset.name
+    questions, path = loaded.questions, loaded.path
     index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
     directory = index_root / f"{name}-{config.split}"
     source = {"dataset": str(name), "split": config.split, "path": str(path)}
@@ -134,9 +151,11 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
     judge = build_judge(config.judge)
     built: BuiltPolicy | None = None
     parts, per_dataset = {}, {}
-    for dataset in config.dataset_configs():
+    # Every input is read first: a bad file of the last dataset must not wait for the others.
+    inputs = [(dataset, load_dataset(config, dataset)) for dataset in config.dataset_configs()]
+    for dataset, loaded in inputs:
         name = str(dataset.name)
-        setup = prepare_dataset(config, dataset)
+        setup = prepare_dataset(config, dataset, loaded)
         built = make_policy(config, setup.env, reuse=built)
         engine = RolloutEngine(setup.env, built.policy, config.rollout, chat=built.chat)
         output = evaluate_policy(
@@ -158,7 +177,8 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
     pooled["wall_time_s"] = sum(r["wall_time_s"] for r in per_dataset.values())
     for key in ("questions_rolled_out", "questions_timed"):
         pooled[key] = sum(r[key] for r in per_dataset.values())
-    pooled["wall_time_per_question_s"] = pooled["wall_time_s"] / max(pooled["questions_timed"], 1)
+    timed = pooled["questions_timed"]
+    pooled["wall_time_per_question_s"] = pooled["wall_time_s"] / timed if timed else NOT_RECORDED
     results = {
         "datasets": per_dataset,
         "overall": overall,

@@ -20,11 +20,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grasp.env.observations import HIT_TITLE, unquote
 from grasp.env.parser import parse_turn
 from grasp.env.tool_specs import tool_specs
 from grasp.types import ToolName
 
-_HIT = re.compile(r'^\d+\. \[(?:s(\d+) )?p(\d+) "(.*?)"\] (.*)$', re.MULTILINE)
+_HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\] (.*)$", re.MULTILINE)
 _BUDGET = re.compile(r"\nYou have (\d+) turns?\.\s*$")
 _NOTE = re.compile(r"^\[([a-z_]+): (.*)\]$")
 _ALL_TOOLS = tool_specs(list(ToolName))
@@ -156,7 +157,7 @@ def parse_hits(observation: str, tool: ToolName) -> list[Passage]:
         Passage(
             paragraph_id=int(paragraph_id),
             sentence_id=int(sentence_id) if sentence_id else None,
-            title=title,
+            title=unquote(title),
             text=text,
             tool=tool,
             rank=rank,

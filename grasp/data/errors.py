@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext"]
+__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext", "UniqueIds"]
 
 
 class DataFormatError(ValueError):
@@ -68,6 +68,14 @@ class RecordContext:
     line: int | None = None
     record: int | None = None
 
+    def place(self) -> str:
+        """Where the record is within its source: ``line 3``, ``record 2`` or the source."""
+        if self.line is not None:
+            return f"line {self.line}"
+        if self.record is not None:
+            return f"record {self.record}"
+        return self.source
+
     def error(self, problem: str, field: str | None = None) -> DataFormatError:
         """A :class:`DataFormatError` for this record (returned, for the caller to raise)."""
         return DataFormatError(
@@ -88,6 +96,23 @@ class RecordContext:
         if key not in mapping or mapping[key] is None:
             raise self.error("missing", field)
         return self.check(mapping[key], kind, field)
+
+    def text(self, mapping: Mapping[str, Any], key: str, prefix: str = "") -> str:
+        """``mapping[key]``: present, a string, and more than whitespace (an empty id,
+        question or answer cannot be evaluated: an empty gold answer matches an empty one)."""
+        return self.nonblank(self.require(mapping, key, str, prefix), f"{prefix}{key}")
+
+    def nonblank(self, value: str, field: str) -> str:
+        """``value`` itself unless it is empty or only whitespace."""
+        if not value.strip():
+            raise self.error(f"is empty ({value!r})", field)
+        return value
+
+    def nonempty(self, items: list, field: str, what: str) -> list:
+        """``items`` itself unless it is an empty list; ``what`` names one item."""
+        if not items:
+            raise self.error(f"is empty: a question needs at least one {what}", field)
+        return items
 
     def optional(
         self, mapping: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str = ""
@@ -125,3 +150,21 @@ class RecordContext:
             if len(pair) != 2:
                 raise self.error(f"expected {shape}, got {len(pair)} items", name)
             yield name, pair[0], pair[1]
+
+
+class UniqueIds:
+    """The question ids of one source so far: a repeated id is an error naming both places.
+
+    A repeated question would be sampled, rolled out and averaged twice; every loader
+    (normalized, raw, hub) refuses it.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+
+    def add(self, question_id: str, ctx: RecordContext, field: str = "id") -> None:
+        """Record ``question_id`` at ``ctx``; DataFormatError when it was seen before."""
+        first = self._first.get(question_id)
+        if first is not None:
+            raise ctx.error(f"duplicate id {question_id!r} (first on {first})", field)
+        self._first[question_id] = ctx.place()

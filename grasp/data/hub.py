@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from grasp.data.errors import HubUnavailableError, RecordContext
+from grasp.data.errors import HubUnavailableError, RecordContext, UniqueIds
 from grasp.data.raw_formats import (
     OFFICIAL_FILE_NAMES,
     hotpotqa_question,
@@ -229,4 +229,11 @@ def load_from_hub(
         raise _unavailable(dataset, repo, f"{type(err).__name__}: {err}") from err
     convert = _HUB_CONVERTERS[dataset]
     where = f"hub:{repo}/{hub_split}"
-    return [convert(row, RecordContext(where, record=i)) for i, row in enumerate(rows)]
+    questions = []
+    ids = UniqueIds()
+    for position, row in enumerate(rows):
+        ctx = RecordContext(where, record=position)
+        question = convert(row, ctx)
+        ids.add(question.question_id, ctx)
+        questions.append(question)
+    return questions

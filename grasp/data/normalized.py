@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext
+from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.json_files import json_lines
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
 __all__ = ["load_normalized", "question_from_dict", "question_to_dict", "write_normalized"]
@@ -127,12 +128,15 @@ def question_from_dict(record: Any, ctx: RecordContext | None = None) -> Questio
     answers = ctx.strings(ctx.require(record, "answers", list), "answers")
     if not answers:
         raise ctx.error("must hold at least one answer", "answers")
+    for position, answer in enumerate(answers):
+        ctx.nonblank(answer, f"answers[{position}]")
     meta = ctx.optional(record, "meta", dict, {})
-    paragraphs = _paragraphs(ctx, ctx.require(record, "paragraphs", list))
+    listed = ctx.nonempty(ctx.require(record, "paragraphs", list), "paragraphs", "paragraph")
+    paragraphs = _paragraphs(ctx, listed)
     return Question(
-        question_id=ctx.require(record, "id", str),
+        question_id=ctx.text(record, "id"),
         dataset=dataset,
-        question=ctx.require(record, "question", str),
+        question=ctx.text(record, "question"),
         answers=answers,
         type=ctx.require(record, "type", str),
         paragraphs=paragraphs,
@@ -188,32 +192,25 @@ def load_normalized(path: str | Path) -> list[Question]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
+        IsADirectoryError: ``path`` is a directory.
         DataFormatError: a line is not valid JSON, misses a field, has a wrong value, or
             repeats an earlier question id (the message names the file, line and field).
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            errno.EISDIR,
+            "a directory, not a normalized data file (give the .jsonl file)",
+            str(path),
+        )
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "normalized data file not found", str(path))
     questions: list[Question] = []
-    first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue  # blank lines carry no record (e.g. a trailing newline)
-            ctx = RecordContext(str(path), line=line_number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            question = question_from_dict(record, ctx)
-            if question.question_id in first_line:
-                raise ctx.error(
-                    f"duplicate id {question.question_id!r} (first on line "
-                    f"{first_line[question.question_id]})",
-                    "id",
-                )
-            first_line[question.question_id] = line_number
-            questions.append(question)
+    ids = UniqueIds()
+    for ctx, record in json_lines(path):
+        question = question_from_dict(record, ctx)
+        ids.add(question.question_id, ctx)
+        questions.append(question)
     return questions
 
 

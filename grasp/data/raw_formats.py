@@ -26,12 +26,12 @@ Usage::
 from __future__ import annotations
 
 import errno
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext
+from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.json_files import json_document, json_lines
 from grasp.data.sentences import split_sentences
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
@@ -79,7 +79,8 @@ def _context_facts(ctx: RecordContext, value: Any) -> list[tuple[str, int]]:
 def _context_layout_question(record: Any, dataset: DatasetName, ctx: RecordContext) -> Question:
     """A Question from the shared HotpotQA/2Wiki layout (``_id``, ``context``, ...)."""
     ctx.check(record, dict, "<record>")
-    context = _context_paragraphs(ctx, ctx.require(record, "context", list))
+    listed = ctx.nonempty(ctx.require(record, "context", list), "context", "paragraph")
+    context = _context_paragraphs(ctx, listed)
     facts = _context_facts(ctx, ctx.require(record, "supporting_facts", list))
     gold_titles = {title for title, _ in facts}
     paragraphs = tuple(
@@ -102,10 +103,10 @@ def _context_layout_question(record: Any, dataset: DatasetName, ctx: RecordConte
             SupportingFact(title, first_position[title], None if sentence < 0 else sentence)
         )
     return Question(
-        question_id=ctx.require(record, "_id", str),
+        question_id=ctx.text(record, "_id"),
         dataset=dataset,
-        question=ctx.require(record, "question", str),
-        answers=(ctx.require(record, "answer", str),),
+        question=ctx.text(record, "question"),
+        answers=(ctx.text(record, "answer"),),
         type=ctx.require(record, "type", str),
         paragraphs=paragraphs,
         supporting_facts=tuple(supporting),
@@ -156,20 +157,23 @@ def musique_question(record: Any, ctx: RecordContext | None = None) -> Question:
     """
     ctx = ctx or RecordContext("<record>")
     ctx.check(record, dict, "<record>")
-    question_id = ctx.require(record, "id", str)
+    question_id = ctx.text(record, "id")
     hop_pattern, separator, _ = question_id.partition("__")
     if not separator or not hop_pattern:
         raise ctx.error(f"{question_id!r} has no hop-pattern prefix like '2hop__'", "id")
     aliases = ctx.strings(ctx.optional(record, "answer_aliases", list, []), "answer_aliases")
-    answers = tuple(dict.fromkeys((ctx.require(record, "answer", str), *aliases)))
-    paragraphs = _musique_paragraphs(ctx, ctx.require(record, "paragraphs", list))
+    for position, alias in enumerate(aliases):
+        ctx.nonblank(alias, f"answer_aliases[{position}]")
+    answers = tuple(dict.fromkeys((ctx.text(record, "answer"), *aliases)))
+    listed = ctx.nonempty(ctx.require(record, "paragraphs", list), "paragraphs", "paragraph")
+    paragraphs = _musique_paragraphs(ctx, listed)
     gold = [i for i, p in enumerate(paragraphs) if p.is_supporting]
     meta = {k: v for k, v in record.items() if k not in _MUSIQUE_FIELDS}
     meta["supporting_paragraph_indices"] = gold
     return Question(
         question_id=question_id,
         dataset=DatasetName.MUSIQUE,
-        question=ctx.require(record, "question", str),
+        question=ctx.text(record, "question"),
         answers=answers,
         type=hop_pattern,
         paragraphs=paragraphs,
@@ -187,32 +191,22 @@ _CONVERTERS: dict[DatasetName, Callable[[Any, RecordContext], Question]] = {
 
 def _json_list(path: Path) -> Sequence[Any]:
     """The top-level JSON list of ``path`` (HotpotQA and 2Wiki ship one list per file)."""
-    ctx = RecordContext(str(path))
-    try:
-        with path.open(encoding="utf-8") as handle:
-            records = json.load(handle)
-    except json.JSONDecodeError as err:
-        raise ctx.error(
-            f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
-        ) from None
+    records = json_document(path)
     if not isinstance(records, list):
-        raise ctx.error(f"expected a JSON list of records, got {type(records).__name__}")
+        raise RecordContext(str(path)).error(
+            f"expected a JSON list of records, got {type(records).__name__}"
+        )
     return records
 
 
 def _load_jsonl(path: Path, convert: Callable[[Any, RecordContext], Question]) -> list[Question]:
     """Convert every non-blank line of a JSON Lines file."""
     questions = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue  # blank lines carry no record
-            ctx = RecordContext(str(path), line=line_number)
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ctx.error(f"invalid JSON ({err.msg} at column {err.colno})") from None
-            questions.append(convert(record, ctx))
+    ids = UniqueIds()
+    for ctx, record in json_lines(path):
+        question = convert(record, ctx)
+        ids.add(question.question_id, ctx)
+        questions.append(question)
     return questions
 
 
@@ -221,14 +215,29 @@ def load_raw(path: str | Path, dataset: DatasetName | str) -> list[Question]:
 
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
-        DataFormatError: the file or a record does not have the official layout.
+        IsADirectoryError: ``path`` is a directory.
+        DataFormatError: the file or a record does not have the official layout, or a record
+            repeats an earlier record's id.
     """
     dataset = DatasetName(dataset)
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            errno.EISDIR,
+            f"a directory, not an official {dataset} file (give the file itself, e.g. "
+            f"{OFFICIAL_FILE_NAMES[dataset]})",
+            str(path),
+        )
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, f"official {dataset} file not found", str(path))
     convert = _CONVERTERS[dataset]
     if dataset is DatasetName.MUSIQUE:
         return _load_jsonl(path, convert)
-    records = _json_list(path)
-    return [convert(record, RecordContext(str(path), record=i)) for i, record in enumerate(records)]
+    questions = []
+    ids = UniqueIds()
+    for position, record in enumerate(_json_list(path)):
+        ctx = RecordContext(str(path), record=position)
+        question = convert(record, ctx)
+        ids.add(question.question_id, ctx, "_id")
+        questions.append(question)
+    return questions

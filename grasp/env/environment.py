@@ -313,7 +313,7 @@ class RetrievalEnvironment:
                 return None
             record.error = kind.value
             episode.errors[kind.value] += 1
-            return observations.format_error(turn.error.message)
+            return observations.format_error(turn.error.message, self.config.max_observation_chars)
         call = turn.call
         assert call is not None  # ParsedTurn holds exactly one of call and error
         record.call = {"name": call.name.value, "arguments": dict(call.arguments)}
@@ -362,7 +362,8 @@ class RetrievalEnvironment:
         episode.turns[-1].error = "invalid_call"
         episode.errors["invalid_call"] += 1
         return observations.format_error(
-            f"{problem} Read a sentence or paragraph id from a search result."
+            f"{problem} Read a sentence or paragraph id from a search result.",
+            self.config.max_observation_chars,
         )
 
     def _run_search(

@@ -3,11 +3,19 @@
 Retrieved text is data. It only ever appears inside these observations, which the rollout
 places in tool-result messages and tokenizes so that special-token strings in a document
 stay plain text; the parser never reads them.
+
+Nor can retrieved text forge an observation's structure. Every hit is one line that starts
+with its numbered label (``1. [s12 p3 "Title"] text``) and the turn counter is the last line,
+so retrieved text is written on one line (``one_line``: any line break becomes a space), and a
+title or query is written between double quotes with ``"`` and ``\`` escaped (``quoted``, as
+in JSON): a document cannot start a hit line or a counter line of its own, and a title
+cannot close its label early. Readers of hit lines match ``HIT_TITLE`` and ``unquote`` it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from grasp.types import Hit, Retriever, ToolName
@@ -33,9 +41,30 @@ def system_prompt(tools: Sequence[str]) -> str:
     return f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"
 
 
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
+"""Every character ``str.splitlines`` breaks a line at."""
+HIT_TITLE = r'"((?:[^"\\\n]|\\.)*)"'
+"""A regular expression of a ``quoted`` text; its group is the text still escaped."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with each run of line breaks replaced by one space."""
+    return _LINE_BREAKS.sub(" ", text)
+
+
+def quoted(text: str) -> str:
+    """``text`` on one line between double quotes, ``\`` and ``"`` escaped with ``\``."""
+    return '"' + one_line(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unquote(escaped: str) -> str:
+    """The text of a ``quoted`` string, given what ``HIT_TITLE`` matched between the quotes."""
+    return re.sub(r"\\(.)", r"\1", escaped)
+
+
 def user_prompt(question: str, turn_budget: int) -> str:
-    """The first user message: the question and the turn budget T."""
-    return f"Question: {question}\nYou have {turn_budget} turns."
+    """The first user message: the question (on one line) and the turn budget T."""
+    return f"Question: {one_line(question)}\nYou have {turn_budget} turns."
 
 
 _COMPACT_SIGNATURES = {
@@ -117,24 +146,27 @@ def turns_left_line(turns_left: int) -> str:
     return f"[{turns_left} {noun} left]"
 
 
+_TRUNCATED = " [...truncated]"
+
+
 def clip(text: str, limit: int) -> str:
     """Cut ``text`` to ``limit`` characters, saying so, so a huge paragraph cannot flood context."""
     if len(text) <= limit:
         return text
-    return text[: max(limit - 14, 0)] + " [...truncated]"
+    return text[: max(limit - len(_TRUNCATED), 0)] + _TRUNCATED
 
 
 def format_hits(tool: ToolName, query: str, hits: Sequence[Hit], max_chars: int) -> str:
     """Search results, one numbered line per hit (a sentence or a whole paragraph)."""
     if not hits:
-        return f'{tool}("{query}"): no results. Try other words.'
-    lines = [f'{tool}("{query}"):']
+        return f"{tool}({quoted(query)}): no results. Try other words."
+    lines = [f"{tool}({quoted(query)}):"]
     for number, hit in enumerate(hits, start=1):
         if hit.sentence_id is None:
-            label = f'[p{hit.paragraph_id} "{hit.title}"]'
+            label = f"[p{hit.paragraph_id} {quoted(hit.title)}]"
         else:
-            label = f'[s{hit.sentence_id} p{hit.paragraph_id} "{hit.title}"]'
-        lines.append(f"{number}. {label} {clip(hit.text, max_chars)}")
+            label = f"[s{hit.sentence_id} p{hit.paragraph_id} {quoted(hit.title)}]"
+        lines.append(f"{number}. {label} {clip(one_line(hit.text), max_chars)}")
     return "\n".join(lines)
 
 
@@ -143,10 +175,14 @@ def format_paragraph(
 ) -> str:
     """A whole paragraph with the id of each sentence."""
     body = " ".join(
-        f"(s{first_sentence_id + offset}) {text}" for offset, text in enumerate(sentences) if text
+        f"(s{first_sentence_id + offset}) {one_line(text)}"
+        for offset, text in enumerate(sentences)
+        if text
     )
-    return f'read_paragraph p{paragraph_id} "{title}":\n{clip(body, max_chars)}'
+    return f"read_paragraph p{paragraph_id} {quoted(title)}:\n{clip(body, max_chars)}"
 
 
-def format_error(message: str) -> str:
-    return message if message.startswith("Error") else f"Error: {message}"
+def format_error(message: str, max_chars: int | None = None) -> str:
+    """An error observation, cut to ``max_chars`` (it may echo a model's huge id or text)."""
+    text = message if message.startswith("Error") else f"Error: {message}"
+    return text if max_chars is None else clip(text, max_chars)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.summary import NOT_RECORDED
 from grasp.eval.sweep import (
     RunStatus,
     TableFiles,
@@ -349,7 +350,9 @@ def _metric_cells(
         wall = _seconds(metrics.get("wall_time_s"))
         total = metrics.get("questions")
         timed = metrics.get("questions_timed", metrics.get("questions_rolled_out"))
-        if timed is not None and total is not None and timed < total:
+        if metrics.get("questions_timed") == 0:
+            wall = NOT_RECORDED  # no batch of this row's questions was timed: 0.0 would lie
+        elif timed is not None and total is not None and timed < total:
             wall += f" ({timed}/{total} timed)"
         cells.append(wall)
     return cells

@@ -41,7 +41,7 @@ def read_appended(path: Path, parse: Callable[[Any], T], what: str, remedy: str)
             continue
         try:
             records.append(parse(json.loads(line)))
-        except (ValueError, KeyError, TypeError) as error:  # JSON and UTF-8 errors included
+        except (ValueError, KeyError, TypeError, RecursionError) as error:  # JSON, UTF-8 too
             if any(rest.strip() for rest in lines[number:]):
                 raise ValueError(
                     f"{path}: line {number} is not {what} ({error}); the file is corrupted: "

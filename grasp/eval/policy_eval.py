@@ -12,8 +12,10 @@ Output folder::
                          errors, stop reasons, cost, the configuration and its provenance
     results.md           the same as tables
 
-An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped, and
-answers already in judge_cache.jsonl are not judged again. Its wall time is the sum over
+An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped (those
+whose episodes ended in a generation error are rolled out again), and answers already in
+judge_cache.jsonl are not judged again. One process at a time writes a folder
+(``grasp.eval.resume``), and an episode counts once however many lines name it. Its wall time is the sum over
 rollout_log.jsonl of the batches whose questions are kept; a batch killed before its log line
 was written is not counted, and ``questions_timed`` < ``questions`` says so.
 """
@@ -34,7 +36,8 @@ from tqdm.auto import tqdm
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
-from grasp.eval.summary import EpisodeScores, summarize
+from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
+from grasp.eval.summary import NOT_RECORDED, EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
 from grasp.eval.sweep import config_differences
 from grasp.eval.tables import results_markdown
@@ -56,44 +59,79 @@ class EvaluationOutput:
     """Supporting-sentence recall and judge verdicts by episode id."""
 
 
-def read_finished(path: Path) -> list[Trajectory]:
-    """The trajectories an earlier run appended to ``path``.
+GENERATION_ERROR_SHARE = 0.5
+"""Share of a dataset's episodes beyond which generation errors fail the evaluation."""
+
+
+class GenerationErrorsError(RuntimeError):
+    """Most episodes of an evaluation ended because the policy's backend failed."""
+
+
+def read_finished(path: Path) -> FinishedEpisodes:
+    """The episodes an earlier run appended to ``path``, one trajectory each (``collect``).
 
     A run killed while appending leaves a torn last line: it is cut off the file (its question
     is rolled out again) with a warning. A bad line before the last is corruption, not an
-    interruption: ValueError naming the file and the line.
+    interruption: ValueError naming the file and the line. Lines repeating an episode that
+    already has a trajectory are dropped with a warning.
     """
     remedy = "delete it to roll out every question again"
-    return read_appended(path, Trajectory.from_json, "a trajectory", remedy)
+    finished = collect(read_appended(path, Trajectory.from_json, "a trajectory", remedy))
+    if finished.repeated:
+        log.warning(
+            "%s: %d lines repeat an episode that already has a trajectory; the first of each "
+            "is kept",
+            path,
+            finished.repeated,
+        )
+    return finished
 
 
-def evaluate_policy(
+@dataclass
+class RolledOut:
+    finished: FinishedEpisodes
+    rolled_out: int
+    """Questions rolled out by this run (the others were in the file already)."""
+
+
+def roll_out(
     engine: RolloutEngine,
     questions: Sequence[Question],
     out_dir: Path,
-    config: dict[str, Any],
-    batch_questions: int = 64,
-    save_tokens: bool = False,
-    judge: Judge | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> EvaluationOutput:
-    """Roll out ``questions`` in batches, appending trajectories; score; write the results.
+    batch_questions: int,
+    save_tokens: bool,
+    provenance: dict[str, Any] | None,
+    max_error_share: float = GENERATION_ERROR_SHARE,
+) -> RolledOut:
+    """Roll out every question without a finished trajectory in ``out_dir``, batch by batch.
 
-    ``config`` is what must match on resume (config.json); ``provenance`` (code version,
-    policy and judge identity) goes into results.json and results.md as it is.
+    Questions whose episodes ended in a generation error are rolled out again. Stops with
+    GenerationErrorsError as soon as this run's generation errors alone exceed
+    ``max_error_share`` of the dataset's episodes: the backend is failing, and the rest
+    of the run could not bring the share back under it.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _check_or_write_config(out_dir / "config.json", config)
     path = out_dir / "trajectories.jsonl"
-    done = read_finished(path) if path.exists() else []
-    done_ids = {t.question_id for t in done}
+    finished = read_finished(path) if path.exists() else FinishedEpisodes()
+    group_size = engine.config.group_size
+    done_ids = finished.done_question_ids(group_size)
     todo = [q for q in questions if q.question_id not in done_ids]
-    if done:
-        log.info("resuming: %d questions done, %d to go", len(done_ids), len(todo))
+    seen = {t.question_id for t in finished.trajectories}
+    retried = sum(1 for q in todo if q.question_id in seen)
+    if finished.by_episode:
+        log.info(
+            "resuming: %d questions done, %d to go (%d after a generation error)",
+            len(questions) - len(todo),
+            len(todo),
+            retried,
+        )
     log_path = out_dir / ROLLOUT_LOG_FILE
     end_last_line(log_path)
     run_id = uuid.uuid4().hex[:12]
-    with tqdm(total=len(questions), initial=len(done_ids), desc="evaluate", unit="q") as bar:
+    episodes = len(questions) * group_size
+    errors = 0
+    with tqdm(
+        total=len(questions), initial=len(questions) - len(todo), desc="evaluate", unit="q"
+    ) as bar:
         for start in range(0, len(todo), batch_questions):
             chunk = todo[start : start + batch_questions]
             started = time.perf_counter()
@@ -105,35 +143,98 @@ def evaluate_policy(
             with log_path.open("a") as handle:
                 line = _log_line(run_id, chunk, batch.timings, wall, provenance)
                 handle.write(json.dumps(line) + "\n")
-            done.extend(batch.trajectories)
+            for trajectory in batch.trajectories:
+                if finished.add(trajectory) and failed(trajectory):
+                    errors += 1
             bar.update(len(chunk))
-    wanted = {q.question_id for q in questions}
-    trajectories = [t for t in done if t.question_id in wanted]
-    timed = rollout_time(log_path, wanted)
-    scoring_started = time.perf_counter()
-    scores = score_episodes(engine.env.index.corpus, questions, trajectories)
-    if judge is not None:
-        scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
-    results = summarize(trajectories, scores)
-    results["scoring_time_s"] = time.perf_counter() - scoring_started
-    results["wall_time_s"] = timed["wall"]
-    results["wall_time_per_question_s"] = timed["wall"] / max(timed["questions"], 1)
-    results["rollout_time_s"] = {
-        "generation": timed["generation"],
-        "environment": timed["environment"],
-        "environment_share": timed["environment"] / timed["total"] if timed["total"] else 0.0,
-    }
-    results["questions"] = len(wanted)
-    results["questions_rolled_out"] = len(todo)
-    results["questions_timed"] = timed["questions"]
-    results["rollout_runs"] = timed["runs"]
-    results["rollout_code"] = timed["code"]
-    results["config"] = config
-    results["provenance"] = provenance
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    title = f"Evaluation of {out_dir.name}"
-    markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
-    (out_dir / "results.md").write_text(markdown)
+            if errors > max_error_share * episodes:
+                check_generation_errors(out_dir, finished.for_questions(questions), max_error_share)
+    return RolledOut(finished, len(todo))
+
+
+def check_generation_errors(
+    out_dir: Path, trajectories: Sequence[Trajectory], max_error_share: float
+) -> int:
+    """How many episodes ended in a generation error; GenerationErrorsError when too many.
+
+    An evaluation whose backend failed for most episodes measures the backend, not the
+    policy: it must fail loudly, not report a score near zero. A few errors are reported
+    (a warning and ``generation_errors`` in results.json) and retried by the next run.
+    """
+    failures = [t for t in trajectories if failed(t)]
+    if not failures:
+        return 0
+    first = failures[0].extra.get("generation_error", "the error was not recorded")
+    message = (
+        f"{out_dir}: {len(failures)} of {len(trajectories)} episodes ended in a generation "
+        f"error (the policy's backend failed; first, {failures[0].episode_id}: {first})"
+    )
+    if len(failures) > max_error_share * len(trajectories):
+        raise GenerationErrorsError(
+            f"{message}. No results are written: fix the backend (for policy=openai, is a "
+            "server answering at policy.base_url?) and run the same command again; the "
+            "failed episodes are rolled out again and the others kept"
+        )
+    log.warning("%s. They count as unanswered; run the same command again to retry them", message)
+    return len(failures)
+
+
+def evaluate_policy(
+    engine: RolloutEngine,
+    questions: Sequence[Question],
+    out_dir: Path,
+    config: dict[str, Any],
+    batch_questions: int = 64,
+    save_tokens: bool = False,
+    judge: Judge | None = None,
+    provenance: dict[str, Any] | None = None,
+    max_error_share: float = GENERATION_ERROR_SHARE,
+) -> EvaluationOutput:
+    """Roll out ``questions`` in batches, appending trajectories; score; write the results.
+
+    ``config`` is what must match on resume (config.json); ``provenance`` (code version,
+    policy and judge identity) goes into results.json and results.md as it is. The folder is
+    locked while this runs (EvaluationLockedError when another process holds it), and
+    GenerationErrorsError is raised, before any result is written, when more than
+    ``max_error_share`` of the episodes ended in a generation error.
+    """
+    with locked(out_dir):
+        check_or_write_config(out_dir / "config.json", config)
+        rolled = roll_out(
+            engine, questions, out_dir, batch_questions, save_tokens, provenance, max_error_share
+        )
+        trajectories = rolled.finished.for_questions(questions)
+        generation_errors = check_generation_errors(out_dir, trajectories, max_error_share)
+        wanted = {q.question_id for q in questions}
+        timed = rollout_time(out_dir / ROLLOUT_LOG_FILE, wanted)
+        scoring_started = time.perf_counter()
+        scores = score_episodes(engine.env.index.corpus, questions, trajectories)
+        if judge is not None:
+            scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
+        results = summarize(trajectories, scores)
+        results["scoring_time_s"] = time.perf_counter() - scoring_started
+        results["wall_time_s"] = timed["wall"]
+        results["wall_time_per_question_s"] = (
+            timed["wall"] / timed["questions"] if timed["questions"] else NOT_RECORDED
+        )
+        results["rollout_time_s"] = {
+            "generation": timed["generation"],
+            "environment": timed["environment"],
+            "environment_share": timed["environment"] / timed["total"] if timed["total"] else 0.0,
+        }
+        results["questions"] = len(wanted)
+        results["questions_rolled_out"] = rolled.rolled_out
+        results["questions_timed"] = timed["questions"]
+        results["rollout_runs"] = timed["runs"]
+        results["rollout_code"] = timed["code"]
+        results["generation_errors"] = generation_errors
+        results["repeated_lines_dropped"] = rolled.finished.repeated
+        results["config"] = config
+        results["provenance"] = provenance
+        write_atomic(out_dir / "results.json", json.dumps(results, indent=2, default=str))
+        title = f"Evaluation of {out_dir.name}"
+        markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
+        write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)
 
 
@@ -207,15 +308,34 @@ def score_episodes(
     return scores
 
 
-def _check_or_write_config(path: Path, config: dict[str, Any]) -> None:
+def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
+    """Write ``config`` to ``path`` (atomically), or check it against the one written there.
+
+    Raises ValueError naming the differing keys when the folder holds an evaluation with
+    another configuration, and naming the file when it is not a JSON object (cut short by
+    an older, non-atomic writer, or edited).
+    """
     text = json.dumps(config, indent=2, sort_keys=True, default=str)
-    if path.exists():
-        differences = config_differences(json.loads(path.read_text()), json.loads(text))
-        if differences:
-            raise ValueError(
-                f"{path.parent} holds an evaluation with another configuration "
-                f"({', '.join(differences)} differ; see {path}); choose another out= "
-                "or delete that folder"
-            )
+    if not path.exists():
+        write_atomic(path, text)
         return
-    path.write_text(text)
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as error:  # JSON and UTF-8 errors included
+        written, problem = None, f"{type(error).__name__}: {error}"
+    else:
+        problem = f"it holds a {type(written).__name__}"
+    if not isinstance(written, dict):
+        raise ValueError(
+            f"{path} is not an evaluation's configuration ({problem}): it was cut short or "
+            "edited, so the trajectories in its folder cannot be checked against this "
+            f"configuration. Choose another out=, or delete {path.name} if you know they "
+            "were made with this configuration"
+        )
+    differences = config_differences(written, json.loads(text))
+    if differences:
+        raise ValueError(
+            f"{path.parent} holds an evaluation with another configuration "
+            f"({', '.join(differences)} differ; see {path}); choose another out= "
+            "or delete that folder"
+        )

@@ -27,6 +27,9 @@ NO_VERDICTS = "no parseable verdicts"
 """JD when a judge ran but no episode got a yes, no or no-answer verdict."""
 NOT_AVAILABLE = "not available"
 """Supporting-sentence recall of episodes without sentence-level supporting facts."""
+NOT_RECORDED = "not recorded"
+"""A cost the run did not measure: token counts of policies without token ids (chat-level
+backends, the scripted agent, baselines), wall time of batches whose log line was lost."""
 
 MEAN_METRICS = (
     "em",
@@ -178,14 +181,30 @@ def summarize(
             "errors": dict(sorted(counts.errors.items())),
             "stop_reasons": {k: v / n for k, v in sorted(counts.stops.items())},
             "turns_per_episode": turns / n,
-            "generated_tokens_per_episode": sum(t.generated_tokens for t in trajectories) / n,
-            "completion_tokens_per_episode": sum(t.completion_tokens for t in trajectories) / n,
-            "prompt_tokens_per_episode": sum(t.prompt_tokens for t in trajectories) / n,
+            **token_means(trajectories),
             "episodes": n,
             "policy_extra": extra_summary(trajectories),
         }
     )
     return results
+
+
+def token_means(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+    """Generated, completion and prompt tokens per episode, over the episodes that counted
+    them; "not recorded" when none did.
+
+    An episode counted its tokens when it has a prompt (every token trace does): a policy
+    without token ids writes 0 for all three, which is no measurement of 0 tokens.
+    ``token_episodes`` says how many episodes the means are over.
+    """
+    counted = [t for t in trajectories if t.prompt_tokens > 0]
+    keys = ("generated_tokens", "completion_tokens", "prompt_tokens")
+    if not counted:
+        return {**{f"{key}_per_episode": NOT_RECORDED for key in keys}, "token_episodes": 0}
+    means = {
+        f"{key}_per_episode": sum(getattr(t, key) for t in counted) / len(counted) for key in keys
+    }
+    return {**means, "token_episodes": len(counted)}
 
 
 def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:

@@ -67,6 +67,13 @@ def _quality_row(label: str, results: Mapping[str, Any], questions: str) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _figure(value: Any, spec: str) -> str:
+    """A number in ``spec``; a string ("not recorded") as it is; absent: "not recorded"."""
+    if value is None:
+        return "not recorded"
+    return value if isinstance(value, str) else format(value, spec)
+
+
 def _cost_row(label: str, results: Mapping[str, Any], tools: Sequence[str]) -> str:
     calls = results["tool_calls_per_episode"]
     stops = ", ".join(f"{k} {v:.2f}" for k, v in results["stop_reasons"].items())
@@ -77,8 +84,8 @@ def _cost_row(label: str, results: Mapping[str, Any], tools: Sequence[str]) -> s
         f"{results['invalid_call_rate']:.3f}",
         f"{judge['unparseable']} / {judge['error']}" if judge else "-",
         stops,
-        f"{results['generated_tokens_per_episode']:.0f}",
-        f"{results.get('wall_time_per_question_s', float('nan')):.3f}",
+        _figure(results.get("generated_tokens_per_episode"), ".0f"),
+        _figure(results.get("wall_time_per_question_s"), ".3f"),
     ]
     return "| " + " | ".join(cells) + " |"
 

@@ -24,6 +24,7 @@ th:first-child, td:first-child { text-align: left; }
 thead th { background: var(--bg); }
 tr.group td { background: var(--bg); font-weight: 600; text-align: left; }
 .ci { color: var(--muted); font-size: 12px; margin-left: 4px; }
+td.missing { color: var(--muted); font-style: italic; }
 .delta-pos { color: var(--ok); } .delta-neg { color: var(--bad); }
 figure { margin: 8px 0 20px; } figure svg { max-width: 100%; height: auto; }
 pre { white-space: pre-wrap; word-break: break-word; margin: 2px 0 8px; padding: 6px 8px;

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.resume import collect
 from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
@@ -190,7 +191,9 @@ def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> Tra
         notes.append(f"no {folder.name}/{RESULTS_FILE}: its results table is omitted")
     trajectories: list[Trajectory] = []
     if (folder / TRAJECTORIES_FILE).exists():
-        trajectories = read_trajectory_file(folder / TRAJECTORIES_FILE)
+        # The trajectories the evaluation counted: one per episode (a retried generation
+        # error or a repeated line would otherwise show twice).
+        trajectories = collect(read_trajectory_file(folder / TRAJECTORIES_FILE)).trajectories
     else:
         notes.append(f"no {folder.name}/{TRAJECTORIES_FILE}: its trajectories are omitted")
     return TrajectorySet(key, label, trajectories, results)

@@ -2,7 +2,7 @@
 
 Rows come from results.json as ``grasp.eval.summary.summarize`` writes it; a key one
 evaluation lacks is shown as 0 where its absence means none (tool calls, stop reasons) and
-left blank otherwise.
+left blank otherwise. A figure the run did not measure says so ("not recorded"), never 0.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grasp.eval.summary import NOT_RECORDED
 from grasp.report.load import RunData, TrajectorySet
 
 
@@ -20,8 +21,9 @@ class ResultRow:
     """One line of the results table."""
 
     label: str
-    values: list[float | None]
-    """One per evaluation, None where its results.json lacks the key."""
+    values: list[float | str | None]
+    """One per evaluation, None where its results.json lacks the key; a string (such as
+    "not recorded") where it says the figure was not measured."""
     intervals: list[dict[str, float] | None]
     """95% interval ({mean, low, high}) per evaluation, where results.json gives one."""
     digits: int = 3
@@ -123,9 +125,11 @@ def result_groups(results: Sequence[dict[str, Any]]) -> list[ResultGroup]:
     return [g for g in groups if g.rows]
 
 
-def _cell(value: float | None, interval: dict[str, float] | None, digits: int) -> str:
+def _cell(value: float | str | None, interval: dict[str, float] | None, digits: int) -> str:
     if value is None:
         return "<td></td>"
+    if isinstance(value, str):  # "not recorded", "not computed": said, never shown as 0
+        return f'<td class="missing">{html.escape(value)}</td>'
     text = f"{float(value):.{digits}f}"
     if interval and "low" in interval and "high" in interval:
         text += (
@@ -134,9 +138,9 @@ def _cell(value: float | None, interval: dict[str, float] | None, digits: int) -
     return f"<td>{text}</td>"
 
 
-def _delta(values: Sequence[float | None], digits: int) -> str:
+def _delta(values: Sequence[float | str | None], digits: int) -> str:
     before, after = values
-    if before is None or after is None:
+    if not isinstance(before, int | float) or not isinstance(after, int | float):
         return "<td></td>"
     change = float(after) - float(before)
     if change == 0:
@@ -145,9 +149,26 @@ def _delta(values: Sequence[float | None], digits: int) -> str:
     return f'<td class="{css}">{change:+.{digits}f}</td>'
 
 
+_TOKEN_KEYS = (
+    "generated_tokens_per_episode",
+    "completion_tokens_per_episode",
+    "prompt_tokens_per_episode",
+)
+
+
+def _with_unrecorded_tokens(evaluation: TrajectorySet) -> dict[str, Any]:
+    """The evaluation's results, its token counts "not recorded" when its trajectories show
+    that no episode counted tokens (results.json of older runs wrote 0.0 for them)."""
+    results = dict(evaluation.results or {})
+    trajectories = evaluation.trajectories
+    if trajectories and not any(t.prompt_tokens > 0 for t in trajectories):
+        results.update(dict.fromkeys(_TOKEN_KEYS, NOT_RECORDED))
+    return results
+
+
 def results_table(evaluations: Sequence[TrajectorySet]) -> str:
     """The HTML table of ``evaluations`` (each with results), plus after - before for two."""
-    results = [e.results or {} for e in evaluations]
+    results = [_with_unrecorded_tokens(e) for e in evaluations]
     with_delta = len(evaluations) == 2
     head = "".join(f"<th>{html.escape(e.label)}</th>" for e in evaluations)
     if with_delta:

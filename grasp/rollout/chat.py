@@ -6,8 +6,10 @@ result is appended as the ids of the template's tool turn around the observation
 the policy conditions on are therefore exactly the ids the trainer scores, and the mask
 marks which of them the model generated (1) and which the environment inserted (0).
 
-Observation text is tokenized with ``split_special_tokens=True``: a retrieved document that
-contains "<|im_end|>" yields plain-text tokens, never the control token.
+Text that comes from data is tokenized with ``split_special_tokens=True``: a retrieved
+document or a dataset question that contains "<|im_end|>" yields plain-text tokens, never the
+control token. Only the chat template's own text (headers, turn ends, the tool block) can
+become control tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 _PROBE_ASSISTANT = "ASSISTANT_PROBE"
 _PROBE_OBSERVATION = "OBSERVATION_PROBE"
+_PROBE_MESSAGE = "MESSAGE_PROBE_{}_"
 
 
 class ChatTokenizer:
@@ -62,12 +65,28 @@ class ChatTokenizer:
         return prefix, suffix
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
-        """[prompt_len] ids of the system and user messages plus the assistant header."""
-        encoded = self.tokenizer.apply_chat_template(
-            list(messages), tools=self.tools or None, tokenize=True, add_generation_prompt=True
+        """[prompt_len] ids of the system and user messages plus the assistant header.
+
+        The template is rendered around a probe in place of each message's content; the
+        template's text is tokenized with its special tokens, each content as data (special
+        token strings split), so a question cannot inject a turn of its own.
+        """
+        probes = [_PROBE_MESSAGE.format(i) for i in range(len(messages))]
+        probed = [{**m, "content": probe} for m, probe in zip(messages, probes, strict=True)]
+        rest = self.tokenizer.apply_chat_template(
+            probed, tools=self.tools or None, tokenize=False, add_generation_prompt=True
         )
-        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-        return [int(i) for i in ids]
+        ids: list[int] = []
+        for message, probe in zip(messages, probes, strict=True):
+            template, found, rest = rest.partition(probe)
+            if not found:
+                raise ValueError(
+                    f"the chat template does not render the content of a {message['role']} "
+                    "message as it is; use a template that does (qwen2.5)"
+                )
+            ids += self._encode(template, split_special=False)
+            ids += self._encode(message["content"], split_special=True)
+        return ids + self._encode(rest, split_special=False)
 
     def text_ids(self, text: str) -> list[int]:
         """Ids of a turn's text when the policy returned text only (chat-level backends)."""

@@ -189,6 +189,7 @@ class RolloutEngine:
         for episode, trace, generation in zip(episodes, traces, generations, strict=True):
             episode.extra.update(generation.extra.get(EPISODE_EXTRA, {}))
             if generation.error is not None:
+                episode.extra["generation_error"] = generation.error  # what the backend said
                 self.env.stop(episode, StopReason.GENERATION_ERROR)
                 continue
             if trace is not None:

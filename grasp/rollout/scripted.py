@@ -15,9 +15,10 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from grasp.env.observations import HIT_TITLE, unquote
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
 
-_HIT = re.compile(r'^\d+\. \[(?:s(\d+) )?p(\d+) "(.*?)"\]', re.MULTILINE)
+_HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\]", re.MULTILINE)
 _TURNS_LEFT = re.compile(r"\[(\d+) turns? left\]")
 _YES_NO_START = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ")
 
@@ -100,7 +101,7 @@ class HeuristicSearchPolicy:
         tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
         turn = sum(1 for m in messages if m["role"] == "assistant")
         turns_left = _turns_left(tool_texts)
-        hits = [hit for text in tool_texts for hit in _HIT.findall(text)]
+        hits = [(s, p, unquote(t)) for text in tool_texts for s, p, t in _HIT.findall(text)]
         read = {title for text in tool_texts for title in _read_titles(text)}
         if self.plan is not None:
             return self._planned(self.plan[min(turn, len(self.plan) - 1)], question, hits, read)
@@ -149,8 +150,8 @@ def _turns_left(tool_texts: Sequence[str]) -> int | None:
 
 
 def _read_titles(text: str) -> list[str]:
-    match = re.match(r'read_paragraph p\d+ "(.*?)":', text)
-    return [match.group(1)] if match else []
+    match = re.match(rf"read_paragraph p\d+ {HIT_TITLE}:", text)
+    return [unquote(match.group(1))] if match else []
 
 
 def _guess(question: str, hits: Sequence[tuple[str, str, str]]) -> str:

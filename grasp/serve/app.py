@@ -25,6 +25,7 @@ from grasp.corpus.corpus import CORPUS_FILES
 from grasp.corpus.index import CorpusIndex
 from grasp.corpus.manifest import MANIFEST_FILE, file_sha256
 from grasp.serve.batcher import MicroBatcher, ServiceBusyError
+from grasp.serve.body_limit import BodyLimit
 from grasp.serve.config import ServiceConfig
 from grasp.serve.protocol import (
     PROTOCOL_VERSION,
@@ -36,6 +37,8 @@ from grasp.serve.protocol import (
     SearchResponse,
 )
 from grasp.types import Hit
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -72,6 +75,7 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
         await service.batcher.close()
 
     app = FastAPI(title="grasp retrieval service", lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=config.max_request_bytes)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, error: Exception) -> JSONResponse:
@@ -83,7 +87,7 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
         """Top-k hits per query, exactly as ``CorpusIndex.search`` returns them."""
         scopes = None
         if request.scopes is not None:
-            scopes = [None if s is None else np.asarray(s, dtype=np.int64) for s in request.scopes]
+            scopes = _scope_arrays(request.scopes, service.index.corpus.num_paragraphs)
         _raise_invalid(_search_errors(request, scopes, service))
         try:
             hits = await service.batcher.search(
@@ -91,7 +95,10 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
             )
         except ServiceBusyError as error:
             raise HTTPException(status_code=503, detail=str(error)) from error
-        return {"hits": [[_hit_record(hit) for hit in row] for row in hits]}
+        return {
+            "hits": [[_hit_record(hit) for hit in row] for row in hits],
+            "build_key": service.index.manifest.build_key,
+        }
 
     @app.post("/paragraphs", response_model=ReadResponse)
     async def paragraphs(request: ReadRequest) -> dict[str, Any]:
@@ -108,7 +115,7 @@ def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastA
                     "first_sentence_id": corpus.sentence_ids(paragraph_id).start,
                 }
             )
-        return {"paragraphs": records}
+        return {"paragraphs": records, "build_key": service.index.manifest.build_key}
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> dict[str, Any]:
@@ -218,6 +225,39 @@ def _search_errors(
     return errors
 
 
+def _scope_arrays(scopes: list[list[int] | None], num_paragraphs: int) -> list[np.ndarray | None]:
+    """Each scope as int64 ids; an id no int64 holds is refused (422) naming its place."""
+    arrays: list[np.ndarray | None] = []
+    for i, scope in enumerate(scopes):
+        if scope is None:
+            arrays.append(None)
+            continue
+        try:
+            arrays.append(np.asarray(scope, dtype=np.int64))
+        except OverflowError:
+            j = next(j for j, p in enumerate(scope) if not _INT64_MIN <= p <= _INT64_MAX)
+            raise RequestValidationError(
+                [_error(("scopes", i, j), _out_of_range(scope[j], num_paragraphs))]
+            ) from None
+    return arrays
+
+
+def _out_of_range(paragraph_id: int, num_paragraphs: int) -> str:
+    return (
+        f"paragraph id {clip_number(paragraph_id)} out of range "
+        f"(the index has {num_paragraphs} paragraphs)"
+    )
+
+
+def clip_number(value: int, digits: int = 24) -> str:
+    """``value`` in decimal, its middle cut when longer than ``digits`` (a 5,000-digit id
+    must not become a 5,000-character message)."""
+    text = str(value)
+    if len(text) <= digits:
+        return text
+    return f"{text[: digits // 2]}...{text[-digits // 2 :]} ({len(text.lstrip('-'))} digits)"
+
+
 def _scope_errors(
     scopes: list[np.ndarray | None], num_queries: int, limits: ServiceConfig, num_paragraphs: int
 ) -> list[dict[str, Any]]:
@@ -237,13 +277,7 @@ def _scope_errors(
         outside = (scope < 0) | (scope >= num_paragraphs)
         if outside.any():
             j = int(np.argmax(outside))
-            return [
-                _error(
-                    ("scopes", i, j),
-                    f"paragraph id {int(scope[j])} out of range "
-                    f"(the index has {num_paragraphs} paragraphs)",
-                )
-            ]
+            return [_error(("scopes", i, j), _out_of_range(int(scope[j]), num_paragraphs))]
     return []
 
 
@@ -261,11 +295,5 @@ def _read_errors(request: ReadRequest, service: _Service) -> list[dict[str, Any]
         ]
     for i, paragraph_id in enumerate(request.paragraph_ids):
         if not 0 <= paragraph_id < num_paragraphs:
-            return [
-                _error(
-                    ("paragraph_ids", i),
-                    f"paragraph id {paragraph_id} out of range "
-                    f"(the index has {num_paragraphs} paragraphs)",
-                )
-            ]
+            return [_error(("paragraph_ids", i), _out_of_range(paragraph_id, num_paragraphs))]
     return []

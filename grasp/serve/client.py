@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import tempfile
 import threading
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 10.0
 """Longest wait between two attempts."""
+REQUEST_OVERHEAD_BYTES = 1024
+"""Room kept in a search body for everything but its queries and scopes (keys, k, ...)."""
 SEARCH_FIELDS = (
     "encoder.query_prefix",
     "encoder.query_prompt_name",
@@ -62,6 +65,15 @@ class RetrievalServiceError(RuntimeError):
 
 class ServiceUnavailableError(RetrievalServiceError):
     """The service could not be reached, or kept failing (5xx), through every retry."""
+
+
+class ServiceIndexChangedError(RetrievalServiceError, IndexMismatchError):
+    """The service answered from another index than the one this client connected to.
+
+    A service restarted over another index directory on the same address would otherwise
+    answer with paragraph ids of another corpus than the client's copy: gold matching,
+    reads and rewards would be silently wrong.
+    """
 
 
 class ServiceRequestError(RetrievalServiceError, ValueError):
@@ -234,6 +246,7 @@ class RemoteIndex:
             _check_same_index(connection.url, manifest, served, config)
         corpus = fetch_corpus(connection, manifest)
         health = connection.get("/health")
+        check_build_key(connection.url, "/health", manifest.build_key, health)
         log.info(
             "retrieval service %s: %s (%d sentences, %d paragraphs)",
             connection.url,
@@ -259,23 +272,42 @@ class RemoteIndex:
         if not queries:
             return []
         queries = list(queries)
-        step = int(self.limits["max_queries_per_request"])
+        listed = None
+        if scopes is not None:
+            listed = [None if s is None else np.asarray(s).tolist() for s in scopes]
         hits: list[list[Hit]] = []
-        for start in range(0, len(queries), step):
+        for start, end in self._request_spans(queries, listed):
             payload: dict[str, Any] = {
-                "queries": queries[start : start + step],
+                "queries": queries[start:end],
                 "retriever": str(retriever),
                 "k": k,
                 "granularity": str(granularity),
             }
-            if scopes is not None:
-                payload["scopes"] = [
-                    None if s is None else np.asarray(s).tolist()
-                    for s in scopes[start : start + step]
-                ]
-            rows = self.connection.post("/search", payload)["hits"]
-            hits += [[_hit(record) for record in row] for row in rows]
+            if listed is not None:
+                payload["scopes"] = listed[start:end]
+            reply = self.connection.post("/search", payload)
+            check_build_key(self.url, "/search", self.manifest.build_key, reply)
+            hits += [[_hit(record) for record in row] for row in reply["hits"]]
         return hits
+
+    def _request_spans(
+        self, queries: list[str], scopes: list[list[int] | None] | None
+    ) -> list[tuple[int, int]]:
+        """(start, end) of the queries each request carries: at most the service's
+        ``max_queries_per_request``, and a JSON body under its ``max_request_bytes``."""
+        step = int(self.limits["max_queries_per_request"])
+        budget = int(self.limits.get("max_request_bytes", 0)) - REQUEST_OVERHEAD_BYTES
+        spans, start, size = [], 0, 0
+        for end, query in enumerate(queries):
+            item = len(json.dumps(query)) + 2
+            if scopes is not None:
+                item += len(json.dumps(scopes[end])) + 2
+            if end > start and (end - start == step or (budget > 0 and size + item > budget)):
+                spans.append((start, end))
+                start, size = end, 0
+            size += item
+        spans.append((start, len(queries)))
+        return spans
 
     def read_paragraphs(self, paragraph_ids: Sequence[int]) -> list[RemoteParagraph]:
         """Title, sentences and first sentence id of each paragraph, from the service."""
@@ -284,6 +316,7 @@ class RemoteIndex:
         records: list[RemoteParagraph] = []
         for start in range(0, len(ids), step):
             data = self.connection.post("/paragraphs", {"paragraph_ids": ids[start : start + step]})
+            check_build_key(self.url, "/paragraphs", self.manifest.build_key, data)
             records += [
                 RemoteParagraph(
                     paragraph_id=r["paragraph_id"],
@@ -338,6 +371,19 @@ def open_index(
                 "service over the matching index"
             )
     return index
+
+
+def check_build_key(url: str, path: str, expected: str, reply: Any) -> None:
+    """Raise ServiceIndexChangedError unless ``reply`` names the build key ``expected``."""
+    served = reply.get("build_key") if isinstance(reply, dict) else None
+    if served != expected:
+        raise ServiceIndexChangedError(
+            f"retrieval service at {url}{path} answered from index {served!r}, not from "
+            f"{expected!r}, the index this client connected to (the service was restarted "
+            "over another index directory?): its paragraph ids would name other paragraphs "
+            "than this client's corpus. Restart the service over the index it served, or "
+            "start this run again to connect to the new one"
+        )
 
 
 def fetch_corpus(connection: ServiceConnection, manifest: Manifest) -> SentenceCorpus:

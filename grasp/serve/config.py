@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 1
-"""Version of the service's JSON protocol; bumped whenever a request or response changes."""
+PROTOCOL_VERSION = 2
+"""Version of the service's JSON protocol; bumped whenever a request or response changes.
+2: every search and read reply names the build key of the index that answered it."""
 
 
 @dataclass
@@ -26,6 +27,9 @@ class ServiceConfig:
     """Paragraph ids one query's scope may list."""
     max_paragraphs_per_request: int = 1024
     """Paragraph ids one read request may ask for."""
+    max_request_bytes: int = 8 * 1024 * 1024
+    """Bytes one request body may have; a larger body is refused (413) before it is read.
+    The client splits its searches to stay under it."""
     max_batch_queries: int = 512
     """A batch closes once it holds this many queries (a request is never split)."""
     max_wait_ms: float = 2.0
@@ -45,6 +49,7 @@ class ServiceConfig:
             "max_k",
             "max_scope_paragraphs",
             "max_paragraphs_per_request",
+            "max_request_bytes",
             "max_batch_queries",
             "max_pending_queries",
         ):

@@ -64,6 +64,9 @@ class HitRecord(BaseModel):
 class SearchResponse(BaseModel):
     hits: list[list[HitRecord]]
     """One list per query, best first."""
+    build_key: str
+    """The served index's build key: a client checks that the service still serves the index
+    whose corpus it holds (a service restarted over another index must not answer)."""
 
 
 class ReadRequest(BaseModel):
@@ -82,6 +85,8 @@ class ParagraphRecord(BaseModel):
 
 class ReadResponse(BaseModel):
     paragraphs: list[ParagraphRecord]
+    build_key: str
+    """As in ``SearchResponse``."""
 
 
 class ServiceStats(BaseModel):

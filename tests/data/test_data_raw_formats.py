@@ -199,6 +199,39 @@ def test_musique_errors_name_the_line(tmp_path: Path) -> None:
         load_raw(path, DatasetName.MUSIQUE)
 
 
+@pytest.mark.parametrize(
+    ("source", "dataset", "message"),
+    [
+        (
+            HOTPOT,
+            DatasetName.HOTPOTQA,
+            r"record 2: field '_id': duplicate id '5a8b57f25542995d1e6f1371' \(first on record 0\)",
+        ),
+        (
+            TWOWIKI,
+            DatasetName.TWOWIKI,
+            r"record 2: field '_id': duplicate id '0016373a0bda11eba7f7acde48001122' \(first on record 0\)",
+        ),
+        (
+            MUSIQUE,
+            DatasetName.MUSIQUE,
+            r"line 3: field 'id': duplicate id '2hop__.*' \(first on line 1\)",
+        ),
+    ],
+)
+def test_a_repeated_id_is_an_error(source: Path, dataset, message: str, tmp_path: Path) -> None:
+    """Issue 18 §5 item 5: a file concatenated with itself is refused, not evaluated twice."""
+    path = tmp_path / source.name
+    if dataset is DatasetName.MUSIQUE:
+        lines = source.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join(lines * 2) + "\n", encoding="utf-8")
+    else:
+        records = json.loads(source.read_text(encoding="utf-8"))
+        _write_json(path, records * 2)
+    with pytest.raises(DataFormatError, match=f"{path}, {message}"):
+        load_raw(path, dataset)
+
+
 def test_musique_id_needs_a_hop_prefix() -> None:
     record = {"id": "107548", "question": "?", "answer": "a", "paragraphs": []}
     with pytest.raises(DataFormatError, match="field 'id'.*hop-pattern prefix"):

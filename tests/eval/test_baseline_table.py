@@ -198,3 +198,15 @@ def test_only_a_reranker_without_its_path_is_unmet():
     )
     assert unmet_requirement({"baseline": {"reranker": {"enabled": True, "path": "/m"}}}) is None
     assert unmet_requirement({"baseline": {"reranker": {"enabled": False, "path": ""}}}) is None
+
+
+def test_a_dataset_with_no_timed_batch_says_not_recorded(sweep):
+    """Issue 18 §4: every batch's log line lost, its wall time is not 0.0 but not recorded."""
+    write_results(sweep / "direct", em=0.5, timed=0)
+    table = baseline_table(sweep, [planned(sweep, "direct")], DATASETS)
+    markdown = table.markdown()
+    assert (
+        "| 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] | not computed | 0.500 [0.250, 0.750] | not recorded |"
+        in markdown
+    )
+    assert "(0/4 timed)" not in markdown

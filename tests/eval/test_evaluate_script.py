@@ -7,64 +7,13 @@ package) and its config is composed from configs/evaluate.yaml with command-line
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from evaluate_fixture import DATASETS, compose_config
 
-from grasp.config import EvaluateConfig, register_configs, to_dataclass
-from grasp.data import write_normalized
 from grasp.paths import REPO_ROOT
-from grasp.types import DatasetName, SupportingFact
-
-register_configs()
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
-
-
-@pytest.fixture(scope="module")
-def evaluate(load_script):
-    return load_script("evaluate")
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory, tiny_questions) -> Path:
-    """<dir>/<dataset>/dev.jsonl for the three datasets; 2Wiki's copy has sentence facts."""
-    root = tmp_path_factory.mktemp("data")
-    for name in DATASETS:
-        questions = []
-        for q in tiny_questions:
-            facts = q.supporting_facts
-            if name == "2wikimultihopqa":  # the sentences that answer each question
-                facts = tuple(SupportingFact(f.title, f.paragraph_index, 1) for f in facts)
-            questions.append(
-                dataclasses.replace(
-                    q,
-                    question_id=f"{name}-{q.question_id}",
-                    dataset=DatasetName(name),
-                    supporting_facts=facts,
-                )
-            )
-        write_normalized(questions, root / name / "dev.jsonl")
-    return root
-
-
-def compose_config(*overrides: str) -> EvaluateConfig:
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
-        return to_dataclass(compose("evaluate", overrides=list(overrides)), EvaluateConfig)
-
-
-@pytest.fixture(scope="module")
-def index_root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("indexes")
-
-
-@pytest.fixture(scope="module")
-def scripted(data_dir, index_root) -> list[str]:
-    """The overrides of a scripted-policy evaluation of the fixture datasets."""
-    return ["policy=scripted", f"data_dir={data_dir}", f"index_root={index_root}"]
 
 
 def test_default_protocol_is_three_datasets_500_questions_seed_42():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grasp.eval.judge import JudgeResult, Verdict
@@ -184,3 +186,22 @@ def test_metric_values_lists_only_what_episodes_have(three):
     assert values["jd"] == [] and values["supporting_sentence_recall"] == []
     with pytest.raises(ValueError, match="no trajectories"):
         summarize([])
+
+
+def test_token_counts_no_episode_made_are_not_recorded(trajectory):
+    """Issue 18 §4: a policy without token ids records no counts, which is not 0 tokens."""
+    plain = [trajectory("a#0", "Rome", ("Rome",), {1}), trajectory("b#0", "Oslo", ("Oslo",), {2})]
+    results = summarize(plain)
+    assert results["token_episodes"] == 0
+    for key in ("generated", "completion", "prompt"):
+        assert results[f"{key}_tokens_per_episode"] == "not recorded"
+    counted = dataclasses.replace(
+        plain[0], prompt_tokens=800, completion_tokens=60, generated_tokens=20
+    )
+    mixed = summarize([counted, plain[1]])  # a mean over the episode that counted
+    assert mixed["token_episodes"] == 1
+    assert (
+        mixed["generated_tokens_per_episode"],
+        mixed["completion_tokens_per_episode"],
+        mixed["prompt_tokens_per_episode"],
+    ) == (20.0, 60.0, 800.0)

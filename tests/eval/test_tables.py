@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grasp.eval.judge import JudgeResult, Verdict
@@ -93,7 +95,10 @@ def test_quality_rows_hold_means_intervals_and_counts(parts):
 
 
 def test_cost_table_lists_tools_errors_unparseable_verdicts_and_stops(parts):
-    rows = [(name, summarize(*part)) for name, part in parts.items()]
+    """Issue 18 §4: costs that were not measured read "not recorded", not 0 or nan."""
+    hotpot, scores = parts["hotpotqa"]
+    counted = [dataclasses.replace(t, prompt_tokens=900, generated_tokens=41) for t in hotpot]
+    rows = [("hotpotqa", summarize(counted, scores)), ("musique", summarize(*parts["musique"]))]
     rows[0][1]["wall_time_per_question_s"] = 0.25
     text = results_markdown("t", rows, PROVENANCE, CONFIG)
     lines = text.splitlines()
@@ -101,8 +106,10 @@ def test_cost_table_lists_tools_errors_unparseable_verdicts_and_stops(parts):
         "|  | semantic_search | parse errors / turn | refused calls / turn | JD unparseable / failed "
         "| stop reasons | generated tokens | wall s / question |"
     ) in lines
-    assert "| hotpotqa | 1.00 | 0.000 | 0.000 | 1 / 0 | answered 1.00 | 0 | 0.250 |" in lines
-    assert "| musique | 0.00 | 0.000 | 0.000 | 0 / 0 | answered 1.00 | 0 | nan |" in lines
+    assert "| hotpotqa | 1.00 | 0.000 | 0.000 | 1 / 0 | answered 1.00 | 41 | 0.250 |" in lines
+    assert (
+        "| musique | 0.00 | 0.000 | 0.000 | 0 / 0 | answered 1.00 | not recorded | not recorded |"
+    ) in lines
 
 
 def test_without_judge_the_jd_cells_say_not_computed(trajectory):

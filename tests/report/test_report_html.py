@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 
 import pytest
 from report_fixture import INJECTION
@@ -95,6 +96,22 @@ def test_results_table_has_both_evaluations_intervals_and_the_change(report, run
     # Stop reasons absent from one evaluation are a share of 0, not a blank.
     assert "<tr><td>turn_budget</td><td>0.000</td><td>0.333</td>" in report
     assert "<tr><td>episodes</td><td>3</td><td>3</td>" in report
+
+
+def test_figures_not_measured_say_so(report, run_dir, tmp_path):
+    """Issue 18 §4: the scripted agent counts no tokens; the report must not show 0.0."""
+    missing = '<td class="missing">not recorded</td>'
+    for label in ("generated tokens per episode", "prompt tokens per episode"):
+        assert f"<tr><td>{label}</td>{missing}{missing}<td></td></tr>" in report
+    # An older results.json wrote 0.0 for them; its trajectories show nothing was counted.
+    old = tmp_path / "eval"
+    shutil.copytree(run_dir / "eval_after", old)
+    results = json.loads((old / "results.json").read_text())
+    results.update(generated_tokens_per_episode=0.0, prompt_tokens_per_episode=0.0)
+    (old / "results.json").write_text(json.dumps(results))
+    text = write_report(old, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert f"<tr><td>generated tokens per episode</td>{missing}</tr>" in text
+    assert f"<tr><td>prompt tokens per episode</td>{missing}</tr>" in text
 
 
 def test_trajectory_details(report):

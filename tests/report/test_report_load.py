@@ -160,6 +160,23 @@ def test_an_evaluation_directory_loads_as_one_evaluation(run_dir):
     assert run.notes == ["an evaluation directory (no metrics.jsonl): training curves omitted"]
 
 
+def test_an_evaluation_shows_each_episode_once(run_dir, tmp_path):
+    """Issue 18 §5 items 4 and 6: the report shows the trajectories the evaluation counted."""
+    copy = tmp_path / "eval"
+    shutil.copytree(run_dir / "eval_after", copy)
+    path = copy / "trajectories.jsonl"
+    lines = path.read_text().splitlines()
+    failed = json.loads(lines[1])
+    failed.update(stop_reason="generation_error", answer=None)  # retried by the next run
+    path.write_text("\n".join([json.dumps(failed), *lines, lines[0]]) + "\n")
+    [evaluation] = load_run(copy).evaluations
+    assert [t.to_json() for t in evaluation.trajectories] == [
+        json.loads(lines[1]),
+        json.loads(lines[0]),
+        json.loads(lines[2]),
+    ]
+
+
 def test_missing_parts_are_noted(run_dir, tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(run_dir, partial, ignore=shutil.ignore_patterns("eval_before", "trajectories"))

@@ -24,14 +24,19 @@ TEST_LIMITS = ServiceConfig(
     max_k=10,
     max_scope_paragraphs=6,
     max_paragraphs_per_request=4,
+    max_request_bytes=64 * 1024,
 )
 """Small bounds, so that the tests reach them (and the client's splitting) with few queries."""
 
 
-def bound_socket() -> socket.socket:
-    """A socket bound to a free loopback port (not yet listening: connections are refused)."""
+def bound_socket(port: int = 0) -> socket.socket:
+    """A socket bound to loopback ``port`` (0: a free one), not yet listening.
+
+    SO_REUSEADDR lets a test start a second service on the port of one it just stopped.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     return sock
 
 

