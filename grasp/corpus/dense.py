@@ -19,8 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
+
+try:
+    import faiss
+except ImportError as error:  # neither extra installed: say which one to install
+    raise ImportError(
+        "faiss is not installed: pip install 'grasp[cpu]' (faiss-cpu), or on a CUDA machine "
+        "pip install -c constraints-gpu.txt 'grasp[gpu]' (faiss-gpu-cu12); never both"
+    ) from error
 
 from grasp.corpus.manifest import IndexCorruptError
 
