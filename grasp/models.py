@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ class ModelConfig:
     dtype: str = "bfloat16"
     """Weights dtype when loaded for use: bfloat16, float16 or float32."""
     device: str = "cpu"
-    """Torch device of the loaded model (cpu, cuda, cuda:1...)."""
+    """Torch device of the loaded model (cpu, cuda, cuda:1...); under a multi-process launcher
+    a bare cuda means this process's own GPU, cuda:<LOCAL_RANK>."""
     chat_template: str = "qwen2.5"
     """qwen2.5 (TRL's tool-aware ChatML template) or model (the checkpoint's own)."""
     cache_dir: str | None = None
@@ -230,11 +232,55 @@ def torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
+def process_device(device: str, environ: Mapping[str, str] | None = None) -> str:
+    """The device this process puts ``ModelConfig.device`` on.
+
+    ``accelerate launch`` and ``torchrun`` start one process per GPU and tell each its index in
+    ``LOCAL_RANK``; a bare ``cuda`` then means ``cuda:<LOCAL_RANK>``, since ``cuda`` alone is
+    GPU 0 for every process until accelerate sets each one's device, which happens after the
+    model is loaded. An explicit index (``cuda:1``) and other devices are kept as written.
+    """
+    environ = os.environ if environ is None else environ
+    rank = environ.get("LOCAL_RANK")
+    if device != "cuda" or rank is None:
+        return device
+    if not rank.isdigit():
+        raise ValueError(f"LOCAL_RANK={rank!r} is not a process index (model.device={device!r})")
+    return f"cuda:{int(rank)}"
+
+
+SHARDING_LAUNCH_FLAGS = ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
+"""What ``accelerate launch`` sets in each process's environment under DeepSpeed or FSDP."""
+
+
+def sharded_by_launcher(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this process runs under DeepSpeed or FSDP (``accelerate launch`` says so)."""
+    environ = os.environ if environ is None else environ
+    return any(environ.get(flag, "false").lower() == "true" for flag in SHARDING_LAUNCH_FLAGS)
+
+
+def load_dtype_for_training(model: ModelConfig, lora_enabled: bool, sharded: bool) -> str:
+    """The dtype to load the policy in for GRPO; ``model.dtype`` stays the compute dtype.
+
+    Full fine-tuning needs fp32 master weights: AdamW on bf16 parameters rounds most updates
+    at lr 1e-6 to nothing (an update moves a weight only when it exceeds half its bf16 spacing,
+    about |w| / 256). DeepSpeed keeps fp32 master weights itself and FSDP upcasts trainable
+    parameters to fp32 (``sharded``), and LoRA trains fp32 adapters beside the frozen base
+    (peft's ``autocast_adapter_dtype``), so those keep the configured dtype. Otherwise the
+    weights are loaded in float32 and the trainer's ``bf16=True`` computes under bf16 autocast.
+    """
+    torch_dtype(model.dtype)  # validates the name
+    if lora_enabled or sharded:
+        return model.dtype
+    return "float32"
+
+
 def load_policy_model(config: ModelConfig) -> LoadedModel:
     """Prepare (if needed) and load the policy model and tokenizer, ready for generation.
 
     Sets the chat template, left padding (decoder-only batches must end at the same column) and
-    a pad token when the tokenizer has none; the model is in eval mode on ``config.device``.
+    a pad token when the tokenizer has none; the model is in eval mode on
+    ``process_device(config.device)``.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -259,7 +305,7 @@ def load_policy_model(config: ModelConfig) -> LoadedModel:
         tokenizer.pad_token = tokenizer.eos_token
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.to(config.device)
+    model.to(process_device(config.device))
     model.eval()
     return LoadedModel(model=model, tokenizer=tokenizer)
 

@@ -43,7 +43,9 @@ def test_plans_and_ablations_validate(path: Path, ablation: str):
     assert sum(len(d) for d in devices) == len(set().union(*devices))
     assert set().union(*devices) <= set(range(plan.gpus))
     if plan.vllm_gpus:
-        assert f"--data-parallel-size {len(plan.vllm_gpus)}" in commands[-2]
+        # One engine, tensor parallel: TRL 1.16 says vllm-serve data parallelism errors out.
+        assert f"--tensor-parallel-size {len(plan.vllm_gpus)} " in commands[-2]
+        assert "--data-parallel-size" not in commands[-2]
         assert "grpo.vllm_mode=server" in train
 
 
@@ -69,13 +71,25 @@ def plan_file(tmp_path: Path, **changes) -> Path:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"vllm_gpus": [3, 4, 5]}, r"GPUs \[3\] are given to more than one"),
+        ({"vllm_gpus": [3, 4]}, r"GPUs \[3\] are given to more than one"),
         ({"retrieval_gpu": 8}, r"GPUs \[8\] outside 0\.\.7"),
         ({"train_gpus": []}, "train_gpus is empty"),
         ({"train_overrides": ["grpo.gradient_accumulation_steps=7"]}, "must split evenly over 4"),
         ({"train_overrides": ["grpo.vllm_mode=colocate"]}, "vllm_gpus set but"),
         ({"train_overrides": ["env.tools=[answer]"]}, "search"),
         ({"accelerate_config": "configs/accelerate/nope.yaml"}, "accelerate_config"),
+        # B x G = 248 splits into 4 processes x 2 steps x 31, but 62 questions do not split
+        # into 4 processes: a group of 4 samples would straddle two of them.
+        (
+            {
+                "train_overrides": [
+                    "grpo.num_generations=4",
+                    "grpo.questions_per_step=62",
+                    "grpo.gradient_accumulation_steps=2",
+                ]
+            },
+            r"grpo\.questions_per_step=62 does not split over 4 training processes",
+        ),
     ],
 )
 def test_bad_plans_fail_naming_the_field(tmp_path, changes, message):
@@ -124,3 +138,56 @@ def test_launch_script_prints_the_commands(capsys):
     out = capsys.readouterr().out
     assert "trl vllm-serve --model Qwen/Qwen2.5-3B-Instruct" in out
     assert "ablation=no_rs" in out and "serve_retrieval.py" in out
+
+
+def accelerate_file(tmp_path: Path, name: str, section: str, **changes) -> str:
+    raw = yaml.safe_load((REPO_ROOT / "configs" / "accelerate" / name).read_text())
+    raw[section].update(changes)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def test_fsdp_must_save_a_full_state_dict(tmp_path):
+    plan = load_plan(REPO_ROOT / "configs" / "launch" / "a100x2_fsdp.yaml")
+    assert validate_plan(plan).distributed_type == "FSDP"
+    plan.accelerate_config = accelerate_file(
+        tmp_path, "fsdp.yaml", "fsdp_config", fsdp_state_dict_type="SHARDED_STATE_DICT"
+    )
+    with pytest.raises(ValueError, match=r"fsdp_state_dict_type='SHARDED_STATE_DICT'.*FULL_STATE"):
+        validate_plan(plan)
+
+
+def test_zero3_must_gather_the_16bit_model_on_save(tmp_path):
+    plan = load_plan(REPO_ROOT / "configs" / "launch" / "h100x8_zero3.yaml")
+    plan.accelerate_config = accelerate_file(
+        tmp_path, "zero3.yaml", "deepspeed_config", zero3_save_16bit_model=False
+    )
+    with pytest.raises(ValueError, match=r"zero3_save_16bit_model must be true"):
+        validate_plan(plan)
+
+
+def test_lora_with_fsdp_and_vllm_is_refused():
+    plan = load_plan(REPO_ROOT / "configs" / "launch" / "a100x2_fsdp.yaml")
+    with pytest.raises(ValueError, match=r"grpo\.lora\.enabled=true with grpo\.use_vllm=true"):
+        validate_plan(plan, ["grpo.lora.enabled=true"])
+    # Either alone is fine: LoRA with transformers rollouts, or vLLM with full fine-tuning.
+    validate_plan(plan, ["grpo.lora.enabled=true", "grpo.use_vllm=false"])
+
+
+def test_vllm_tensor_parallel_size_must_divide_the_attention_heads(tmp_path):
+    # A local copy of Qwen2.5-3B's published config: 16 attention heads.
+    model_dir = tmp_path / "qwen2.5-3b"
+    model_dir.mkdir()
+    config = REPO_ROOT / "configs" / "gpu_check" / "qwen2.5_3b_config.json"
+    (model_dir / "config.json").write_text(config.read_text())
+    plan = load_plan(plan_file(tmp_path, vllm_gpus=[4, 5, 6], retrieval_gpu=7))
+    with pytest.raises(ValueError, match=r"3 GPUs.*does not divide the 16 attention heads"):
+        validate_plan(plan, [f"model.name={model_dir}"])
+    plan.vllm_gpus = [4, 5, 6, 7]
+    plan.retrieval_gpu = None
+    plan.retrieval_url = "http://retrieval-node:8001"
+    assert (
+        "--tensor-parallel-size 4 "
+        in launch_commands(validate_plan(plan, [f"model.name={model_dir}"]))[-2]
+    )

@@ -15,11 +15,19 @@ time, so only the index itself grows with the corpus.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
+
+try:
+    import faiss
+except ImportError as error:  # neither extra installed: say which one to install
+    raise ImportError(
+        "faiss is not installed: pip install 'grasp[cpu]' (faiss-cpu), or on a CUDA machine "
+        "pip install -c constraints-gpu.txt 'grasp[gpu]' (faiss-gpu-cu12); never both"
+    ) from error
 
 from grasp.corpus.manifest import IndexCorruptError
 
@@ -39,7 +47,8 @@ class DenseIndexConfig:
     train_sample: int = 200_000
     """Vectors used to train IVF/PQ indexes (ignored by Flat and HNSW)."""
     use_gpu: bool = False
-    """Move the index to the GPUs when faiss-gpu is installed (a clear error otherwise)."""
+    """Move the index to this process's GPU when faiss-gpu is installed (a clear error
+    otherwise): GPU <LOCAL_RANK> under a multi-process launcher, else GPU 0."""
 
 
 class VectorFile:
@@ -141,7 +150,11 @@ def build_dense_index(
 
 
 def configure_search(index: faiss.Index, config: DenseIndexConfig) -> faiss.Index:
-    """Apply search-time parameters, and move the index to the GPUs if asked."""
+    """Apply search-time parameters, and move the index to this process's GPU if asked.
+
+    One GPU, not all visible ones: every training process that holds a local index would
+    otherwise put a replica on every GPU of the node (``index_cpu_to_all_gpus``).
+    """
     parameters = faiss.ParameterSpace()
     names = faiss.downcast_index(index).__class__.__name__
     if "HNSW" in names or "HNSW" in config.factory:
@@ -154,8 +167,20 @@ def configure_search(index: faiss.Index, config: DenseIndexConfig) -> faiss.Inde
                 "dense.use_gpu=true but faiss has no GPU support here "
                 "(install faiss-gpu and run on a CUDA machine, or set dense.use_gpu=false)"
             )
-        index = faiss.index_cpu_to_all_gpus(index)
+        device = own_gpu(faiss.get_num_gpus())
+        index = faiss.index_cpu_to_gpus_list(index, gpus=[device])
     return index
+
+
+def own_gpu(num_gpus: int, environ: Mapping[str, str] | None = None) -> int:
+    """The GPU this process's index goes on: ``LOCAL_RANK`` under a launcher, else 0."""
+    environ = os.environ if environ is None else environ
+    rank = environ.get("LOCAL_RANK", "0")
+    if not rank.isdigit() or int(rank) >= num_gpus:
+        raise RuntimeError(
+            f"dense.use_gpu=true: LOCAL_RANK={rank!r} names no GPU of the {num_gpus} faiss sees"
+        )
+    return int(rank)
 
 
 def save_dense_index(index: faiss.Index, path: Path) -> None:
@@ -169,9 +194,26 @@ def load_dense_index(path: Path) -> faiss.Index:
     return faiss.read_index(str(path))
 
 
+class _OwnedBuffer:
+    """An array interface over memory owned by a FAISS index, holding the index alive.
+
+    ``rev_swig_ptr`` gives a NumPy view that does not keep its owner: once the CPU index is
+    freed (as after its copy to a GPU), the view reads freed memory. An array built from this
+    object has it as its ``base``, so the index lives as long as any view of its vectors.
+    """
+
+    def __init__(self, view: np.ndarray, owner: faiss.Index) -> None:
+        self.__array_interface__ = view.__array_interface__
+        self.owner = owner
+
+
 def flat_vectors(index: faiss.Index) -> np.ndarray | None:
-    """A zero-copy [ntotal, d] view of an exact index's vectors, or None for other kinds."""
+    """A zero-copy [ntotal, d] view of an exact index's vectors, or None for other kinds.
+
+    The view keeps ``index`` alive, so it stays valid after the caller drops the index.
+    """
     flat = faiss.downcast_index(index)
     if not isinstance(flat, faiss.IndexFlat):
         return None
-    return faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
+    view = faiss.rev_swig_ptr(flat.get_xb(), flat.ntotal * flat.d).reshape(flat.ntotal, flat.d)
+    return np.asarray(_OwnedBuffer(view, index))

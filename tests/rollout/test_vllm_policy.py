@@ -1,22 +1,43 @@
-"""VLLMPolicy: imports and fails clearly without vLLM; its request and output mapping, driven by
-a stand-in ``vllm`` module; and, where vLLM is installed (GPU), agreement with HFPolicy."""
+"""The vLLM backends. VLLMPolicy: imports and fails clearly without vLLM; its request and output
+mapping, driven by a stand-in ``vllm`` module; and, where vLLM is installed (GPU), agreement with
+HFPolicy. VLLMServerPolicy: the requests it sends to a loopback HTTP server that speaks the
+``/v1/completions`` protocol of ``vllm serve``, and how it reads the replies."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import socket
 import sys
+import threading
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from grasp.rollout.policy import GenerationRequest, Policy, SamplingConfig
-from grasp.rollout.vllm_policy import VLLMPolicy, completion_to_generation, request_seed
+from grasp.rollout.vllm_policy import (
+    VLLMPolicy,
+    VLLMServerPolicy,
+    completion_to_generation,
+    request_seed,
+)
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 EOT = 2
-VOCAB = {0: "<unk>", 1: "<|im_start|>", 2: "<|im_end|>", 3: "Par", 4: "is", 5: " "}
+ENDOFTEXT = 6
+VOCAB = {
+    0: "<unk>",
+    1: "<|im_start|>",
+    2: "<|im_end|>",
+    3: "Par",
+    4: "is",
+    5: " ",
+    6: "<|endoftext|>",
+}
 
 
 class FakeTokenizer:
@@ -127,6 +148,161 @@ def test_completion_without_logprobs() -> None:
     completion = types.SimpleNamespace(token_ids=[3, EOT], logprobs=None, finish_reason="stop")
     generation = completion_to_generation(completion, [EOT], FakeTokenizer())
     assert generation.logprobs is None and generation.text == "Par" and generation.finished
+
+
+def test_colocated_stops_include_the_models_declared_eos(fake_vllm) -> None:
+    llm = FakeLLM(script=[([3, ENDOFTEXT], "stop")])
+    policy = VLLMPolicy(llm, generation_config={"eos_token_id": [EOT, ENDOFTEXT]})
+    [generation] = policy.generate([request([1, 3], rid="a")], SamplingConfig())
+    [(_, [params])] = llm.calls
+    assert params.kwargs["stop_token_ids"] == [EOT, ENDOFTEXT]
+    assert (generation.text, generation.token_ids, generation.finished) == ("Par", [3, 6], True)
+
+
+# ------------------------------------------------------------------ VLLMServerPolicy
+
+
+def stub_reply(body: dict) -> tuple[int, dict]:
+    """What the stub server answers: a completion whose length is set by the request's seed.
+
+    ``seed % 3 + 1`` copies of "Par" then the end of turn, cut at ``max_tokens``; a prompt that
+    starts with id 99 gets HTTP 400.
+    """
+    [prompt] = body["prompt"]
+    if prompt[0] == 99:
+        return 400, {"error": "bad prompt"}
+    ids = ([3] * (body["seed"] % 3 + 1) + [EOT])[: body["max_tokens"]]
+    reason = "stop" if ids[-1] == EOT else "length"
+    logprobs = {
+        "tokens": [f"token_id:{t}" for t in ids],
+        "token_logprobs": [-0.5] * len(ids),
+        "top_logprobs": [{f"token_id:{t}": -0.5} for t in ids],
+    }
+    choice = {"index": 0, "token_ids": ids, "logprobs": logprobs, "finish_reason": reason}
+    return 200, {"choices": [choice]}
+
+
+@dataclass
+class StubServer:
+    url: str
+    bodies: list[dict]
+
+
+@pytest.fixture
+def stub_server() -> Iterator[StubServer]:
+    bodies: list[dict] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(200, {})
+            elif self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": "stub/qwen"}]})
+            else:
+                self._send(404, {})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                bodies.append(body)
+            self._send(*stub_reply(body))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield StubServer(f"http://127.0.0.1:{server.server_address[1]}", bodies)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_policy_gives_each_sample_of_a_group_its_own_seed(stub_server) -> None:
+    policy = VLLMServerPolicy.connect(
+        stub_server.url, FakeTokenizer(), {"eos_token_id": [EOT, ENDOFTEXT]}, wait_s=5
+    )
+    assert isinstance(policy, Policy) and policy.model == "stub/qwen"
+    sampling = SamplingConfig(temperature=1.0, top_p=0.9, max_new_tokens=8, seed=7)
+    group = [request([1, 3], 8, f"q1#{g}") for g in range(3)]
+    generations = policy.generate(group, sampling)
+
+    bodies = sorted(stub_server.bodies, key=lambda b: b["seed"])
+    expected_seeds = sorted(request_seed(7, r, i) for i, r in enumerate(group))
+    assert [b["seed"] for b in bodies] == expected_seeds and len(set(expected_seeds)) == 3
+    assert bodies[0] | {"seed": 0} == {
+        "model": "stub/qwen",
+        "prompt": [[1, 3]],
+        "n": 1,
+        "max_tokens": 8,
+        "temperature": 1.0,
+        "top_p": 0.9,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "seed": 0,
+        "stop_token_ids": [EOT, ENDOFTEXT],
+        "logprobs": 0,
+        "skip_special_tokens": False,
+        "include_stop_str_in_output": True,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+    }
+    # Each reply reaches its own request, whatever order the concurrent requests ran in.
+    for r, i, generation in zip(group, range(3), generations, strict=True):
+        copies = request_seed(7, r, i) % 3 + 1
+        assert generation.token_ids == [3] * copies + [EOT]
+        assert generation.text == "Par" * copies and generation.finished
+        assert generation.logprobs == [-0.5] * (copies + 1)
+
+
+def test_server_policy_maps_limits_and_errors_per_request(stub_server) -> None:
+    policy = VLLMServerPolicy.connect(stub_server.url, FakeTokenizer(), wait_s=5)
+    sampling = SamplingConfig(temperature=0.0, top_p=0.5, max_new_tokens=8, seed=0)
+    requests = [request([1, 3], 1, "a"), request(None), request([99, 1], 8, "b")]
+    cut, missing, refused = policy.generate(requests, sampling)
+
+    [body] = [b for b in stub_server.bodies if b["prompt"] == [[1, 3]]]
+    assert (body["max_tokens"], body["temperature"], body["top_p"]) == (1, 0.0, 1.0)
+    assert body["stop_token_ids"] == [EOT]
+    assert (cut.token_ids, cut.text, cut.finished) == ([3], "Par", False)
+    assert cut.extra["finish_reason"] == "length"
+    assert missing.error and "token_ids" in missing.error and len(stub_server.bodies) == 2
+    assert refused.error and "HTTP 400" in refused.error and "bad prompt" in refused.error
+    assert policy.generate([], sampling) == []
+
+
+def test_server_policy_without_a_server_names_the_field() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, not listening: refused
+        with pytest.raises(ConnectionError, match=r"grpo\.vllm_server_base_url=.*within 0 s"):
+            VLLMServerPolicy.connect(url, FakeTokenizer(), wait_s=0)
+
+
+def test_server_reply_without_logprobs_leaves_them_to_the_trainer() -> None:
+    from grasp.rollout.vllm_policy import choice_to_generation
+
+    choice = {"token_ids": [3, EOT], "logprobs": None, "finish_reason": "stop"}
+    generation = choice_to_generation(choice, 8, [EOT], FakeTokenizer())
+    assert (generation.logprobs, generation.text, generation.finished) == (None, "Par", True)
+    nan = {
+        "token_ids": [3],
+        "logprobs": {"token_logprobs": [float("nan")]},
+        "finish_reason": "length",
+    }
+    assert choice_to_generation(nan, 8, [EOT], FakeTokenizer()).logprobs is None
 
 
 @pytest.mark.vllm
