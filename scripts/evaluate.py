@@ -48,8 +48,8 @@ from grasp.eval.provenance import (
     policy_identity,
 )
 from grasp.eval.summary import NOT_RECORDED, overall_summary
-from grasp.eval.trained import for_trained_run
 from grasp.eval.tables import results_markdown
+from grasp.eval.trained import for_trained_run
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.serve.client import open_index

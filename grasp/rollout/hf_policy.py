@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
+from grasp.rollout.stops import stop_token_ids
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ class HFPolicy:
             and restored to its previous mode afterwards.
         tokenizer: Its tokenizer (for the end-of-turn id, the pad id and decoding).
         end_of_turn_token: The token that ends an assistant turn; ChatML models use
-            ``<|im_end|>``. Generation also stops at the tokenizer's and the model's eos.
+            ``<|im_end|>``. Generation also stops at the tokenizer's and the model's eos
+            (``grasp.rollout.stops``, the same definition as the vLLM backends).
         max_batch_size: Rows per ``model.generate`` call; None puts all requests in one call.
             Scores are kept for every step, so memory grows as rows x new tokens x vocabulary.
     """
@@ -108,8 +110,8 @@ class HFPolicy:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.end_of_turn_token = end_of_turn_token
-        self.end_of_turn_id = _single_token_id(tokenizer, end_of_turn_token)
-        self.stop_ids = _stop_ids(self.end_of_turn_id, tokenizer, model)
+        self.stop_ids = stop_token_ids(tokenizer, model.generation_config, end_of_turn_token)
+        self.end_of_turn_id = self.stop_ids[0]
         pad = tokenizer.pad_token_id
         self.pad_id: int = self.end_of_turn_id if pad is None else int(pad)
         self.vocab_size: int = model.get_input_embeddings().num_embeddings
@@ -253,21 +255,3 @@ def chosen_logprobs(scores: Sequence[torch.Tensor], new_ids_BN: torch.Tensor) ->
     if not columns:
         return torch.zeros((new_ids_BN.shape[0], 0))
     return torch.stack(columns, dim=1)
-
-
-def _single_token_id(tokenizer: Any, token: str) -> int:
-    ids = tokenizer.encode(token, add_special_tokens=False)
-    if len(ids) != 1:
-        raise ValueError(f"end-of-turn token {token!r} is not a single token: {ids}")
-    return int(ids[0])
-
-
-def _stop_ids(end_of_turn_id: int, tokenizer: Any, model: Any) -> list[int]:
-    """The end-of-turn id first, then every eos id the tokenizer or the model declares."""
-    stops = [end_of_turn_id]
-    declared = getattr(model.generation_config, "eos_token_id", None)
-    declared = declared if isinstance(declared, list) else [declared]
-    for token_id in [tokenizer.eos_token_id, *declared]:
-        if token_id is not None and int(token_id) not in stops:
-            stops.append(int(token_id))
-    return stops

@@ -91,6 +91,12 @@ class GRPOSettings:
     """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs)."""
     vllm_server_base_url: str | None = None
     """server mode: URL of the trl vllm-serve process."""
+    vllm_importance_sampling_mode: str = "token_truncate"
+    """vLLM rollouts: how TRL corrects for the sampler/trainer mismatch. token_truncate clips
+    each token's ratio (TIS); TRL's default sequence_mask multiplies the ratios of every
+    generated token of a multi-turn trajectory and drops the whole sequence past the cap."""
+    vllm_importance_sampling_cap: float = 3.0
+    """Upper bound of the importance-sampling ratio (TRL's clip_max)."""
     vllm_gpu_memory_utilization: float = 0.3
     """colocate mode: share of GPU memory vLLM may take."""
     seed: int = 0

@@ -24,7 +24,13 @@ from grasp.data import DataSource, load_questions, sample_questions, split_train
 from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.sweep import config_differences
-from grasp.models import WHEEL_PREFIX, LoadedModel, load_policy_model
+from grasp.models import (
+    WHEEL_PREFIX,
+    LoadedModel,
+    load_dtype_for_training,
+    load_policy_model,
+    sharded_by_launcher,
+)
 from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
@@ -99,6 +105,22 @@ def validate_config(config: TrainConfig) -> None:
             "grpo.num_generations must be at least 2: GRPO compares samples in a group"
         )
     grpo.dynamic_sampling.validate()
+    if config.rollout.sampling.temperature <= 0:
+        raise ValueError(
+            "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "
+            "are identical and GRPO learns nothing from them"
+        )
+    modes = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+    if grpo.vllm_importance_sampling_mode not in modes:
+        raise ValueError(
+            f"grpo.vllm_importance_sampling_mode={grpo.vllm_importance_sampling_mode!r} is not one of {modes}"
+        )
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if grpo.questions_per_step % world:
+        raise ValueError(
+            f"grpo.questions_per_step={grpo.questions_per_step} must be a multiple of the "
+            f"{world} training processes: each process rolls out whole groups"
+        )
     if config.wandb not in ("disabled", "offline", "online"):
         raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
 
@@ -195,7 +217,9 @@ def build_training(config: TrainConfig) -> TrainingSetup:
     index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
     env = RetrievalEnvironment(index, config.env)
     eval_env = _eval_environment(config, data, env)
-    loaded = load_policy_model(config.model)
+    # Full fine-tuning without a sharded optimizer keeps fp32 master weights (bf16 compute).
+    dtype = load_dtype_for_training(config.model, config.grpo.lora.enabled, sharded_by_launcher())
+    loaded = load_policy_model(replace(config.model, dtype=dtype))
     chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
     return TrainingSetup(data, env, eval_env, loaded, chat)
 
@@ -238,12 +262,22 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     if config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
     trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
-    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"))
-    if checkpoints:
-        log.info("resuming from %s", checkpoints[-1])
-    trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None)
-    trainer.save_model(str(run_dir / "final"))
+    last = latest_checkpoint(run_dir / "checkpoints")
+    final = run_dir / "final"
+    if last is not None and last.step >= config.grpo.max_steps and final.is_dir():
+        # A finished run does no more training: "after" stays the model it describes.
+        log.info("training finished at step %d (%s): not training again", last.step, last.path)
+        trainer.state.global_step = last.step
+        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), final)
+    else:
+        if last is not None:
+            log.info("resuming from %s", last.path)
+        trainer.train(resume_from_checkpoint=str(last.path) if last else None)
+        trainer.save_model(str(final))
+    step = trainer.state.global_step
+    _set_aside_stale_eval(run_dir / "eval_after", step)
     after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "eval_after")
+    (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
     before = json.loads(before_file.read_text()) if before_file.exists() else None
     results = _results(config, data, before, after, trainer.state.global_step)
     if warm is not None:
@@ -257,6 +291,67 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
     return results
+
+
+AFTER_STEP_FILE = "model_step.txt"
+"""In eval_after/: the optimizer step of the model it evaluated."""
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    step: int
+
+
+def latest_checkpoint(folder: Path) -> Checkpoint | None:
+    """The complete checkpoint with the highest step (by number: 100 after 90), or None.
+
+    A checkpoint is complete when its trainer_state.json, written last, parses and names its
+    step; one killed mid-save is skipped with a warning, so an earlier one resumes the run."""
+    found = []
+    for path in folder.glob("checkpoint-*"):
+        suffix = path.name.removeprefix("checkpoint-")
+        if not suffix.isdigit():
+            continue
+        try:
+            state = json.loads((path / "trainer_state.json").read_text())
+            complete = int(state["global_step"]) == int(suffix)
+        except (OSError, ValueError, KeyError, TypeError):
+            complete = False
+        if complete:
+            found.append(Checkpoint(path, int(suffix)))
+        else:
+            log.warning("skipping incomplete checkpoint %s (no valid trainer_state.json)", path)
+    return max(found, key=lambda c: c.step) if found else None
+
+
+def _load_final_weights(model: Any, final: Path) -> None:
+    """Put the weights saved in ``final`` (a LoRA adapter or a full model) into ``model``."""
+    if (final / "adapter_config.json").is_file():
+        from peft import set_peft_model_state_dict
+        from peft.utils import load_peft_weights
+
+        set_peft_model_state_dict(model, load_peft_weights(str(final)))
+        return
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(final, dtype=next(model.parameters()).dtype)
+    model.load_state_dict(saved.state_dict())
+
+
+def _set_aside_stale_eval(folder: Path, step: int) -> None:
+    """Move an eval_after/ of an earlier model (the run was trained further) to
+    eval_after-step<N>/, so that "after" is evaluated anew and the old one is kept."""
+    marker = folder / AFTER_STEP_FILE
+    if not marker.is_file():
+        return
+    old = int(marker.read_text().strip() or -1)
+    if old != step:
+        target = folder.with_name(f"{folder.name}-step{old}")
+        log.info(
+            "%s evaluated step %d, the model is at step %d: moved to %s", folder, old, step, target
+        )
+        folder.rename(target)
 
 
 RESUMABLE_CHANGES = (
@@ -351,11 +446,19 @@ def _policy_factory(config: TrainConfig, tokenizer: Any):
             return HFPolicy(trainer.accelerator.unwrap_model(trainer.model), tokenizer)
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 
-        generation = trainer.vllm_generation
+        generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config
         if config.grpo.vllm_mode == "colocate":
-            return VLLMPolicy(generation.llm)
-        return VLLMServerPolicy(generation.vllm_client, tokenizer)
+            return VLLMPolicy(trainer.vllm_generation.llm, generation_config=generation_config)
+        # TRL builds its client (weight sync) on the main process only: every rank generates
+        # through its own HTTP connection, after the weights of this step were pushed.
+        trainer.accelerator.wait_for_everyone()
+        if "server" not in servers:
+            servers["server"] = VLLMServerPolicy.connect(
+                config.grpo.vllm_server_base_url, tokenizer, generation_config
+            )
+        return servers["server"]
 
+    servers: dict[str, Any] = {}
     return policy_for
 
 
@@ -399,6 +502,11 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
         vllm_mode=grpo.vllm_mode,
         vllm_server_base_url=grpo.vllm_server_base_url,
         vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
+        vllm_importance_sampling_mode=grpo.vllm_importance_sampling_mode,
+        vllm_importance_sampling_clip_max=grpo.vllm_importance_sampling_cap,
+        # The trainer scores log-probabilities at the temperature the rollouts sampled at.
+        temperature=config.rollout.sampling.temperature,
+        top_p=config.rollout.sampling.top_p,
         seed=grpo.seed,
         logging_steps=1,
         save_strategy="steps",

@@ -97,6 +97,8 @@ def warm_start(
     if marker.exists():
         log.info("warm start: reusing %s", model_dir)
         done = json.loads(marker.read_text())
+        if not (model_dir / "config.json").is_file():
+            _rebuild_from_adapter(model_config, out_dir / ADAPTER_DIR, model_dir)
         result = WarmStartResult(model_dir, done["kept"], done["played"], done["train_loss"])
         return load_policy_model(warm_config), result
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -222,3 +224,18 @@ def _fine_tune(
 def _recall(trajectory: Trajectory) -> float:
     gold = set(trajectory.gold_paragraph_ids)
     return len(gold & set(trajectory.retrieved_paragraph_ids)) / len(gold) if gold else 0.0
+
+
+def _rebuild_from_adapter(model_config: ModelConfig, adapter: Path, model_dir: Path) -> None:
+    """Write the warm-started model again from the base model and the saved adapter (a run
+    folder kept without its model weights, e.g. committed under results/)."""
+    from grasp.rollout.adapters import check_adapter_dir
+
+    check_adapter_dir(adapter)
+    log.info("warm start: rebuilding %s from %s", model_dir, adapter)
+    from peft import PeftModel
+
+    base = load_policy_model(model_config)
+    merged = PeftModel.from_pretrained(base.model, str(adapter)).merge_and_unload()
+    merged.save_pretrained(model_dir)
+    base.tokenizer.save_pretrained(model_dir)

@@ -113,3 +113,57 @@ def test_a_killed_run_resumes_without_losing_or_repeating_steps(
     )
     refused = run(changed, timeout=120)
     assert refused.returncode != 0 and "another configuration" in refused.stderr
+
+
+def test_a_finished_run_trains_no_further_and_training_longer_keeps_the_old_after(
+    tmp_path, tiny_model_dir, tiny_questions_file
+):
+    """Issue 18 items 2 and 8: rerunning a finished run trains nothing; raising max_steps trains
+    on and evaluates "after" anew, keeping the earlier evaluation beside it."""
+    run_dir, index_dir = tmp_path / "run", tmp_path / "index"
+
+    def train(steps: int) -> None:
+        command = train_command(
+            run_dir,
+            tiny_model_dir,
+            tiny_questions_file,
+            index_dir,
+            f"grpo.max_steps={steps}",
+            "save_every=2",
+            "trajectories_every=0",
+        )
+        result = run(command)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    def logged_steps() -> list[int]:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return sorted({json.loads(line)["step"] for line in lines if '"loss"' in line})
+
+    train(2)
+    train(2)
+    assert logged_steps() == [1, 2]
+    assert (run_dir / "eval_after" / "model_step.txt").read_text() == "2\n"
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 2
+    train(3)
+    assert logged_steps() == [1, 2, 3]
+    assert (run_dir / "eval_after" / "model_step.txt").read_text() == "3\n"
+    assert (run_dir / "eval_after-step2" / "results.json").is_file()
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 3
+
+
+def test_the_latest_complete_checkpoint_is_chosen_by_step(tmp_path):
+    """Issue 14 finding 5 (text order puts 90 after 100) and issue 18 item 7 (a checkpoint
+    killed mid-save blocks nothing)."""
+    from grasp.train.trainer import latest_checkpoint
+
+    for step in (90, 100, 110):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if step != 110:  # 110 was killed before its trainer_state.json
+            (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (tmp_path / "checkpoint-120").mkdir()
+    (tmp_path / "checkpoint-120" / "trainer_state.json").write_text('{"global_st')
+    latest = latest_checkpoint(tmp_path)
+    assert latest is not None and latest.step == 100
+    assert latest.path == tmp_path / "checkpoint-100"
+    assert latest_checkpoint(tmp_path / "none") is None
