@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from grasp.corpus.bm25 import KeywordIndex
+from grasp.corpus.bm25 import KeywordIndex, top_positive
 from grasp.corpus.build import (
     BM25_DIR,
     DENSE_FILE,
@@ -217,9 +217,8 @@ class CorpusIndex:
                     results[i] = _valid(ids[row], scores[row])
             for i in scoped:
                 units = self.corpus.scope_units(scopes[i], granularity)
-                unit_scores = keyword.score_units(queries[i], units)
-                keep = unit_scores > 0
-                results[i] = _top(units[keep], unit_scores[keep], k)
+                positions, unit_scores = top_positive(keyword.score_units(queries[i], units), k)
+                results[i] = (units[positions], unit_scores)
         return results  # type: ignore[return-value]
 
     def _hits(
