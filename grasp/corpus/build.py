@@ -61,7 +61,7 @@ from grasp.corpus.manifest import (
     library_versions,
     stable_hash,
 )
-from grasp.types import Granularity, Question
+from grasp.types import Granularity, Question, StrEnum, parse_enum
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,15 @@ STAGE_KEYS = (EMBEDDINGS_KEY, DENSE_KEY, BM25_KEY)
 
 StageListener = Callable[[str], None]
 """Told the name of each build stage (``corpus``, ``sentence/encode``...) as it starts."""
+
+
+class VerifyMode(StrEnum):
+    """How loading (and reusing) an index checks its files against the manifest."""
+
+    CHECKSUM = "checksum"
+    """Size and SHA-256 of every file: reads the whole index once per load."""
+    SIZE = "size"
+    """Sizes only: faster on very large indexes, but blind to a same-size change."""
 
 
 @dataclass
@@ -94,7 +103,7 @@ class IndexConfig:
     """Index each sentence as "title: sentence" (the reader still sees the bare sentence)."""
     shard_size: int = 50_000
     """Texts per resumable encoding shard, and per BM25 tokenization batch."""
-    verify: str = "checksum"
+    verify: str = VerifyMode.CHECKSUM.value
     """On load: checksum (read every file) or size (faster for very large indexes)."""
     remote_url: str | None = None
     """URL of a retrieval service (scripts/serve_retrieval.py) to search instead of loading
@@ -103,6 +112,15 @@ class IndexConfig:
     """Seconds one request to the retrieval service may take before it is retried."""
     remote_retries: int = 5
     """Retries of a request that found the service unreachable or failing (5xx), with backoff."""
+
+    def __post_init__(self) -> None:
+        # A value outside the enum must fail here, at config load: compared as a string, a
+        # misspelled "checksums" silently meant "size" (issue 18, 5.3).
+        self.verify = parse_enum(VerifyMode, self.verify, "index.verify")
+
+    def checksums(self) -> bool:
+        """Whether files are checked by checksum (``verify``, checked again if reassigned)."""
+        return parse_enum(VerifyMode, self.verify, "index.verify") is VerifyMode.CHECKSUM
 
     def build_fields(self) -> dict[str, Any]:
         """The settings that change what is built (not how it is searched)."""
@@ -387,7 +405,7 @@ def _reusable(directory: Path, build_key: str, config: IndexConfig) -> Manifest 
         _forget_stages(directory)
         return None
     try:
-        manifest.verify_files(directory, checksums=config.verify == "checksum")
+        manifest.verify_files(directory, checksums=config.checksums())
     except IndexDirectoryError as error:
         log.warning("rebuilding %s from scratch: %s", directory, error)
         _forget_stages(directory)

@@ -116,7 +116,7 @@ class CorpusIndex:
         if config is None:
             config = config_from_manifest(manifest.config)
         manifest.check_config(config.build_fields())
-        manifest.verify_files(directory, checksums=config.verify == "checksum")
+        manifest.verify_files(directory, checksums=config.checksums())
         corpus = SentenceCorpus.load(directory / "corpus")
         expected = manifest.corpus
         if (corpus.num_sentences, corpus.num_paragraphs) != (
