@@ -42,7 +42,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from grasp.corpus.bm25 import BM25Config, KeywordIndex
-from grasp.corpus.corpus import SentenceCorpus
+from grasp.corpus.corpus import (
+    PARAGRAPHS_FILE,
+    QUESTIONS_FILE,
+    SENTENCES_FILE,
+    SentenceCorpus,
+)
 from grasp.corpus.dense import (
     DenseIndexConfig,
     VectorFile,
@@ -56,6 +61,7 @@ from grasp.corpus.manifest import (
     IndexDirectoryError,
     IndexMissingError,
     Manifest,
+    ManifestError,
     describe_files,
     file_sha256,
     library_versions,
@@ -68,6 +74,16 @@ log = logging.getLogger(__name__)
 EMBEDDINGS_FILE = "embeddings.npy"
 DENSE_FILE = "dense.faiss"
 BM25_DIR = "bm25"
+BM25_FILES = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "params.index.json",
+    "vocab.index.json",
+)
+"""The files ``bm25s.BM25.load`` reads from ``bm25/``."""
+BM25_NONOCCURRENCE_FILE = "nonoccurrence_array.index.npy"
+"""Also read by ``bm25s.BM25.load`` whenever it exists (bm25l and bm25+ write it)."""
 SHARD_DIR = "shards"
 EMBEDDINGS_KEY = "embeddings.key"
 DENSE_KEY = "dense.key"
@@ -138,18 +154,42 @@ class IndexConfig:
         }
 
 
-def config_from_manifest(build_fields: dict[str, Any]) -> IndexConfig:
-    """The IndexConfig that built an index, with default search-time settings."""
+def config_from_manifest(build_fields: dict[str, Any], where: Path) -> IndexConfig:
+    """The IndexConfig that built an index, with default search-time settings.
+
+    ``build_fields`` is a checked manifest's ``config``; a setting this code does not know
+    raises ManifestError naming it and ``where`` (the manifest file).
+    """
     config = IndexConfig(
         granularities=list(build_fields["granularities"]),
         prepend_title=build_fields["prepend_title"],
-        bm25=BM25Config(**build_fields["bm25"]),
     )
-    for name, value in build_fields["encoder"].items():
-        setattr(config.encoder, name, value)
-    for name, value in build_fields["dense"].items():
-        setattr(config.dense, name, value)
+    for group in ("encoder", "dense", "bm25"):
+        settings = getattr(config, group)
+        for name, value in build_fields[group].items():
+            if not hasattr(settings, name):
+                raise ManifestError(
+                    f"{where}: field config.{group}.{name} is not an index setting; "
+                    "rebuild the index"
+                )
+            setattr(settings, name, value)
     return config
+
+
+def needed_files(directory: Path, granularities: list[Granularity]) -> list[str]:
+    """Every file that loading the index in ``directory`` reads, relative to it.
+
+    Each must have a manifest entry: a file without one would be read unchecked.
+    """
+    needed = [f"corpus/{name}" for name in (SENTENCES_FILE, PARAGRAPHS_FILE, QUESTIONS_FILE)]
+    for granularity in granularities:
+        unit = granularity.value
+        needed += [f"{unit}/{EMBEDDINGS_FILE}", f"{unit}/{DENSE_FILE}"]
+        names = list(BM25_FILES)
+        if (directory / unit / BM25_DIR / BM25_NONOCCURRENCE_FILE).exists():
+            names.append(BM25_NONOCCURRENCE_FILE)
+        needed += [f"{unit}/{BM25_DIR}/{name}" for name in names]
+    return needed
 
 
 @dataclass
@@ -405,6 +445,8 @@ def _reusable(directory: Path, build_key: str, config: IndexConfig) -> Manifest 
         _forget_stages(directory)
         return None
     try:
+        granularities = [Granularity(g) for g in manifest.config["granularities"]]
+        manifest.require_files(directory, needed_files(directory, granularities))
         manifest.verify_files(directory, checksums=config.checksums())
     except IndexDirectoryError as error:
         log.warning("rebuilding %s from scratch: %s", directory, error)

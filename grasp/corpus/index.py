@@ -26,11 +26,18 @@ from grasp.corpus.build import (
     EMBEDDINGS_FILE,
     IndexConfig,
     config_from_manifest,
+    needed_files,
 )
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
 from grasp.corpus.encoder import DenseEncoder
-from grasp.corpus.manifest import IndexCorruptError, IndexMismatchError, Manifest
+from grasp.corpus.manifest import (
+    MANIFEST_FILE,
+    IndexCorruptError,
+    IndexMismatchError,
+    Manifest,
+    ManifestError,
+)
 from grasp.types import Granularity, Hit, Retriever
 
 RRF_K = 60
@@ -108,13 +115,15 @@ class CorpusIndex:
         """Open an index directory, checking its files and that it matches ``config``.
 
         Without ``config``, the index is searched as it was built (default search settings).
-        Raises IndexMissingError, IndexCorruptError or IndexMismatchError, each naming the
-        file or field at fault.
+        Raises IndexMissingError, IndexCorruptError (ManifestError for the manifest's own
+        fields) or IndexMismatchError, each naming the file or field at fault.
         """
         directory = Path(directory)
         manifest = Manifest.read(directory)
+        granularities = [Granularity(g) for g in manifest.config["granularities"]]
+        manifest.require_files(directory, needed_files(directory, granularities))
         if config is None:
-            config = config_from_manifest(manifest.config)
+            config = config_from_manifest(manifest.config, directory / MANIFEST_FILE)
         manifest.check_config(config.build_fields())
         manifest.verify_files(directory, checksums=config.checksums())
         corpus = SentenceCorpus.load(directory / "corpus")
@@ -137,9 +146,11 @@ class CorpusIndex:
             raise IndexCorruptError(
                 f"{unit_dir / DENSE_FILE} holds {dense.ntotal} vectors for {num_units} units"
             )
+        self._check_dimension(unit_dir / DENSE_FILE, dense.d)
         vectors = flat_vectors(dense)
         if vectors is None:
             vectors = np.load(unit_dir / EMBEDDINGS_FILE, mmap_mode="r")
+            self._check_dimension(unit_dir / EMBEDDINGS_FILE, vectors.shape[1])
         keyword = KeywordIndex.load(unit_dir / BM25_DIR, self.config.bm25)
         if keyword.num_units != num_units:
             raise IndexCorruptError(
@@ -148,6 +159,13 @@ class CorpusIndex:
         self._vectors[granularity] = vectors
         self._dense[granularity] = configure_search(dense, self.config.dense)
         self._keyword[granularity] = keyword
+
+    def _check_dimension(self, path: Path, dimension: int) -> None:
+        if dimension != self.manifest.dimension:
+            raise ManifestError(
+                f"{self.directory / MANIFEST_FILE}: field dimension is {self.manifest.dimension}"
+                f" but {path} holds {dimension}-d vectors: rebuild the index"
+            )
 
     @property
     def encoder(self) -> DenseEncoder:
