@@ -55,6 +55,7 @@ from grasp.corpus.dense import (
     save_dense_index,
 )
 from grasp.corpus.encoder import DenseEncoder, EncoderConfig
+from grasp.corpus.fusion import FusionConfig
 from grasp.corpus.manifest import (
     MANIFEST_FILE,
     IndexCorruptError,
@@ -113,6 +114,8 @@ class IndexConfig:
     """FAISS index type (the vectors' storage) and search parameters."""
     bm25: BM25Config = field(default_factory=BM25Config)
     """BM25 scoring and tokenization."""
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    """How hybrid search fuses the dense and the BM25 ranking (search-time)."""
     granularities: list[str] = field(default_factory=lambda: ["sentence", "paragraph"])
     """Which unit levels to index: sentence (GRASP's tools) and/or paragraph (ablations)."""
     prepend_title: bool = True
@@ -133,6 +136,8 @@ class IndexConfig:
         # A value outside the enum must fail here, at config load: compared as a string, a
         # misspelled "checksums" silently meant "size" (issue 18, 5.3).
         self.verify = parse_enum(VerifyMode, self.verify, "index.verify")
+        if isinstance(self.fusion, dict):  # as rebuilt from JSON (the retrieval client)
+            self.fusion = FusionConfig(**self.fusion)
 
     def checksums(self) -> bool:
         """Whether files are checked by checksum (``verify``, checked again if reassigned)."""

@@ -31,6 +31,8 @@ from grasp.corpus.build import (
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
 from grasp.corpus.encoder import DenseEncoder
+from grasp.corpus.fusion import RRF_K as RRF_K  # re-exported: baselines fuse with it too
+from grasp.corpus.fusion import fuse
 from grasp.corpus.manifest import (
     MANIFEST_FILE,
     IndexCorruptError,
@@ -39,11 +41,6 @@ from grasp.corpus.manifest import (
     ManifestError,
 )
 from grasp.types import Granularity, Hit, Retriever
-
-RRF_K = 60
-"""Reciprocal-rank-fusion constant (Cormack et al., 2009)."""
-RRF_DEPTH = 50
-"""How deep into each ranking hybrid search fuses."""
 
 Scope = np.ndarray | None
 
@@ -209,10 +206,11 @@ class CorpusIndex:
         scopes: Sequence[Scope] | None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         if retriever is Retriever.HYBRID:
-            depth = max(k, RRF_DEPTH)
+            fusion = self.config.fusion
+            depth = max(k, fusion.depth)
             dense = self._rank(queries, Retriever.DENSE, depth, granularity, scopes)
             keyword = self._rank(queries, Retriever.BM25, depth, granularity, scopes)
-            return [_fuse(d, w, k) for d, w in zip(dense, keyword, strict=True)]
+            return [fuse(d, w, k, fusion) for d, w in zip(dense, keyword, strict=True)]
         scopes = scopes if scopes is not None else [None] * len(queries)
         scoped = [i for i, s in enumerate(scopes) if s is not None]
         free = [i for i, s in enumerate(scopes) if s is None]
@@ -273,19 +271,3 @@ def _top(units: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.
     # Stable sort on -score keeps ties in unit-id order, so results are deterministic.
     order = np.argsort(-scores, kind="stable")[:k]
     return units[order].astype(np.int64), scores[order].astype(np.float32)
-
-
-def _fuse(
-    dense: tuple[np.ndarray, np.ndarray], keyword: tuple[np.ndarray, np.ndarray], k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Reciprocal-rank fusion of two rankings: score(u) = sum over rankings of 1/(60 + rank)."""
-    fused: dict[int, float] = {}
-    for ids, _ in (dense, keyword):
-        for rank, unit in enumerate(ids.tolist()):
-            fused[unit] = fused.get(unit, 0.0) + 1.0 / (RRF_K + rank + 1)
-    if not fused:
-        return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    units = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
-    scores = np.fromiter(fused.values(), dtype=np.float32, count=len(fused))
-    order = np.lexsort((units, -scores))[:k]
-    return units[order], scores[order]
