@@ -225,8 +225,8 @@ def bench_bm25_topk(keyword: KeywordIndex, queries: list[str], k: int, metrics: 
     on random values: a search that went back to the full-array selection shows here first.
     """
     k = min(k, keyword.num_units)
-    arrays = [keyword._scores(tokens) for tokens in keyword._tokenize_queries(queries)]
-    scoring = time_each(keyword._scores, keyword._tokenize_queries(queries))
+    arrays = [keyword.query_scores(tokens) for tokens in keyword.tokenize_queries(queries)]
+    scoring = time_each(keyword.query_scores, keyword.tokenize_queries(queries))
     full = time_each(lambda scores: np.argpartition(scores, -k), arrays)
     positive = time_each(lambda scores: top_positive(scores, k), arrays)
     metrics["bm25s_topk/scoring_mean_ms"] = 1000 * float(np.mean(scoring))

@@ -69,7 +69,8 @@ class KeywordIndex:
             builder.add(batch)
         return cls(builder.finish(), config)
 
-    def _tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
+    def tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
+        """Each query as bm25s tokenizes it with this index's stopwords and stemmer."""
         return bm25s.tokenize(
             list(queries),
             stopwords=self.config.stopwords or None,
@@ -92,18 +93,18 @@ class KeywordIndex:
         scores = np.zeros((len(queries), k), dtype=np.float32)
         if not queries or k == 0:
             return ids, scores
-        for row, tokens in enumerate(self._tokenize_queries(queries)):
-            units, unit_scores = top_positive(self._scores(tokens), k)
+        for row, tokens in enumerate(self.tokenize_queries(queries)):
+            units, unit_scores = top_positive(self.query_scores(tokens), k)
             ids[row, : len(units)] = units
             scores[row, : len(units)] = unit_scores
         return ids, scores
 
     def score_units(self, query: str, unit_ids: np.ndarray) -> np.ndarray:
         """[len(unit_ids)] BM25 scores of one query against the given units only."""
-        tokens = self._tokenize_queries([query])[0]
-        return self._scores(tokens)[unit_ids].astype(np.float32)
+        tokens = self.tokenize_queries([query])[0]
+        return self.query_scores(tokens)[unit_ids].astype(np.float32)
 
-    def _scores(self, tokens: list[str]) -> np.ndarray:
+    def query_scores(self, tokens: list[str]) -> np.ndarray:
         """[num_units] scores of one tokenized query, as ``BM25.retrieve`` computes them.
 
         A query with no token left after stopwords scores 0 everywhere, as in bm25s

@@ -143,14 +143,14 @@ def test_search_equals_bm25s_retrieve_up_to_the_order_of_ties(texts, questions, 
     queries = [*questions, *EDGE_QUERIES]
     ids, scores = index.search(queries, k)
     assert ids.shape == scores.shape == (len(queries), k)
-    tokens = index._tokenize_queries(queries)
+    tokens = index.tokenize_queries(queries)
     reference_ids, reference_scores = index.retriever.retrieve(
         tokens, k=k, show_progress=False, n_threads=0
     )
     np.testing.assert_array_equal(scores, reference_scores.astype(np.float32))  # bit for bit
     groups = {"inside": 0, "cut": 0}
     for row, query_tokens in enumerate(tokens):
-        full = index._scores(query_tokens)
+        full = index.query_scores(query_tokens)
         matched = scores[row] > 0
         np.testing.assert_array_equal(ids[row, ~matched], -1)
         assert ids[row, matched].tolist() == (
