@@ -57,21 +57,22 @@ class Variant:
 
 
 VARIANTS = (
-    Variant("rrf d5", FusionConfig(depth=5)),
-    Variant("rrf d10", FusionConfig(depth=10)),
-    Variant("rrf d20", FusionConfig(depth=20)),
-    Variant("rrf d50", FusionConfig(depth=50)),
-    Variant("rrf d100", FusionConfig(depth=100)),
-    Variant("rrf d10 w2:1", FusionConfig(depth=10, dense_weight=2.0)),
-    Variant("rrf d50 w2:1", FusionConfig(depth=50, dense_weight=2.0)),
-    Variant("rrf d50 w1:2", FusionConfig(depth=50, bm25_weight=2.0)),
+    Variant("rrf d5", FusionConfig(method="rrf", depth=5)),
+    Variant("rrf d10", FusionConfig(method="rrf", depth=10)),
+    Variant("rrf d20", FusionConfig(method="rrf", depth=20)),
+    Variant("rrf d50", FusionConfig(method="rrf", depth=50)),
+    Variant("rrf d100", FusionConfig(method="rrf", depth=100)),
+    Variant("rrf d10 w2:1", FusionConfig(method="rrf", depth=10, dense_weight=2.0)),
+    Variant("rrf d50 w2:1", FusionConfig(method="rrf", depth=50, dense_weight=2.0)),
+    Variant("rrf d50 w1:2", FusionConfig(method="rrf", depth=50, bm25_weight=2.0)),
     Variant("score d5", FusionConfig(method="score", depth=5)),
     Variant("score d20", FusionConfig(method="score", depth=20)),
     Variant("score d50", FusionConfig(method="score", depth=50)),
     Variant("score d20 w2:1", FusionConfig(method="score", depth=20, dense_weight=2.0)),
     Variant("score d50 w2:1", FusionConfig(method="score", depth=50, dense_weight=2.0)),
 )
-"""Depth of the fused lists, RRF weights dense:BM25, and normalised-score combination."""
+"""Depth of the fused lists, RRF weights dense:BM25, and normalised-score combination; each
+names its method, so that the grid does not move with ``FusionConfig``'s defaults."""
 PREVIOUS = "rrf d50"
 """The setting before this measurement (RRF over lists of depth max(k, 50))."""
 
@@ -154,7 +155,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", f"Paired difference from dense ({granularity}):", ""]
         lines += ["| setting | " + " | ".join(datasets) + " |", "|---" * (1 + len(datasets)) + "|"]
         for variant in VARIANTS:
-            row = [_cell(cells[d][granularity][variant.name]["minus_dense"], 3) for d in datasets]
+            row = [
+                _cell(cells[d][granularity][variant.name]["minus_dense"], signed=True)
+                for d in datasets
+            ]
             lines.append(f"| {variant.name} | " + " | ".join(row) + " |")
         lines.append("")
     choice = report["choice"]
@@ -171,9 +175,9 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(ci: dict[str, float], digits: int = 3) -> str:
-    sign = "+" if digits == 3 and ci["mean"] > 0 else ""
-    return f"{sign}{ci['mean']:.{digits}f} [{ci['low']:.{digits}f}, {ci['high']:.{digits}f}]"
+def _cell(ci: dict[str, float], signed: bool = False) -> str:
+    sign = "+" if signed and ci["mean"] > 0 else ""
+    return f"{sign}{ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
 
 
 def _mean(values: list[float]) -> float:

@@ -21,16 +21,16 @@ KEYWORD = (np.array([1, 4]), np.array([10.0, 4.0], np.float32))
 @pytest.mark.parametrize(
     ("config", "ids", "scores"),
     [
-        (FusionConfig(), [1, 3, 4, 2], [1 / 62 + 1 / 61, 1 / 61, 1 / 62, 1 / 63]),
+        (FusionConfig(method="rrf"), [1, 3, 4, 2], [1 / 62 + 1 / 61, 1 / 61, 1 / 62, 1 / 63]),
         (
-            FusionConfig(dense_weight=2.0),
+            FusionConfig(method="rrf", dense_weight=2.0),
             [1, 3, 2, 4],
             [2 / 62 + 1 / 61, 2 / 61, 2 / 63, 1 / 62],
         ),
-        (FusionConfig(rrf_k=0), [1, 3, 4, 2], [1 / 2 + 1, 1, 1 / 2, 1 / 3]),
-        (FusionConfig(bm25_weight=0.0), [3, 1, 2], [1 / 61, 1 / 62, 1 / 63]),
+        (FusionConfig(method="rrf", rrf_k=0), [1, 3, 4, 2], [1 / 2 + 1, 1, 1 / 2, 1 / 3]),
+        (FusionConfig(method="rrf", bm25_weight=0.0), [3, 1, 2], [1 / 61, 1 / 62, 1 / 63]),
         # min-max: dense 0.9, 0.7, 0.5 -> 1, 0.5, 0; BM25 10, 4 -> 1, 0; equal scores by id
-        (FusionConfig(method="score"), [1, 3, 2, 4], [1.5, 1.0, 0.0, 0.0]),
+        (FusionConfig(), [1, 3, 2, 4], [1.5, 1.0, 0.0, 0.0]),  # the default: score
         (FusionConfig(method="score", bm25_weight=3.0), [1, 3, 2, 4], [3.5, 1.0, 0.0, 0.0]),
     ],
 )
@@ -45,7 +45,7 @@ def test_fusion_keeps_the_top_k_and_breaks_ties_by_unit_id():
         (np.array([5]), np.array([0.3], np.float32)),
         (np.array([2]), np.array([1.0], np.float32)),
         1,
-        FusionConfig(),
+        FusionConfig(method="rrf"),
     )
     assert units.tolist() == [2] and fused.tolist() == [np.float32(1 / 61)]
 
@@ -93,6 +93,13 @@ def test_fusion_is_configured_from_the_command_line():
     fusion = config.index.fusion
     assert (fusion.method, fusion.depth, fusion.bm25_weight) == (FusionMethod.SCORE, 5, 0.5)
     assert fusion.describe() == "score depth 5, weights dense 1 / bm25 0.5"
+
+
+def test_the_default_is_the_measured_choice():
+    """results/fusion/: normalised scores, lists 20 deep, equal weights."""
+    default = FusionConfig()
+    assert (default.method, default.depth) == (FusionMethod.SCORE, 20)
+    assert (default.dense_weight, default.bm25_weight) == (1.0, 1.0)
 
 
 def test_fusion_settings_are_search_time_settings():
