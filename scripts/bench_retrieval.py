@@ -11,6 +11,8 @@ At each size it measures, prints as one table and writes to one JSON file (``out
   through ``CorpusIndex.search`` including query encoding (first size; larger sizes estimated
   as that minus exact FAISS search at the first size plus exact FAISS search at theirs), FAISS
   Flat and HNSW alone, bm25s, and rank-bm25 where it is feasible (up to 200k by default);
+- BM25 top-k on its own (``bm25s_topk/``): scoring one query, bm25s's argpartition over every
+  unit's score, and the selection among positive scores that ``KeywordIndex.search`` runs;
 - quality: HNSW recall@k against exact Flat search; bm25s vs rank-bm25 top-k agreement;
 - memory: bytes per sentence of the exact 384-d index with its metadata, counted (FAISS vectors
   plus ``SentenceCorpus.nbytes()``) and as the RSS growth of a fresh process loading both
@@ -74,6 +76,7 @@ from grasp.config import (
     to_dataclass,
 )
 from grasp.corpus import CorpusIndex, DenseIndexConfig, KeywordIndex, SentenceCorpus, build_index
+from grasp.corpus.bm25 import top_positive
 from grasp.corpus.build import EMBEDDINGS_FILE
 from grasp.corpus.dense import build_dense_index, configure_search, flat_vectors, save_dense_index
 from grasp.corpus.synthetic import (
@@ -209,7 +212,27 @@ def bench_bm25(
     metrics.update(latency_metrics("bm25s", single))
     seconds = time_batch(lambda: keyword.search(batch, config.k), config.batch_repeats)
     metrics["bm25s/batch_qps"] = len(batch) / seconds
+    bench_bm25_topk(keyword, queries[: config.single_queries], config.k, metrics)
     return keyword
+
+
+def bench_bm25_topk(keyword: KeywordIndex, queries: list[str], k: int, metrics: dict) -> None:
+    """The parts of one BM25 query on their own: scoring, and the top-k selection two ways.
+
+    ``argpartition_full`` is bm25s's selection (``np.argpartition`` over every unit's score);
+    ``positive_select`` is ``top_positive``, what ``KeywordIndex.search`` runs. BM25 score
+    arrays are mostly one repeated 0, on which numpy's AVX-512 partition is ~20x slower than
+    on random values: a search that went back to the full-array selection shows here first.
+    """
+    k = min(k, keyword.num_units)
+    arrays = [keyword.query_scores(tokens) for tokens in keyword.tokenize_queries(queries)]
+    scoring = time_each(keyword.query_scores, keyword.tokenize_queries(queries))
+    full = time_each(lambda scores: np.argpartition(scores, -k), arrays)
+    positive = time_each(lambda scores: top_positive(scores, k), arrays)
+    metrics["bm25s_topk/scoring_mean_ms"] = 1000 * float(np.mean(scoring))
+    metrics["bm25s_topk/argpartition_full_mean_ms"] = 1000 * float(np.mean(full))
+    metrics["bm25s_topk/positive_select_mean_ms"] = 1000 * float(np.mean(positive))
+    metrics["bm25s_topk/nonzero_fraction"] = float(np.mean([(a > 0).mean() for a in arrays]))
 
 
 def bench_rank_bm25(

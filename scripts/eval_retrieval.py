@@ -4,12 +4,15 @@
     python scripts/eval_retrieval.py 'datasets=[hotpotqa]' k=5 n=500
 
 Each dataset is searched in its own pooled index (built, or reused, under indexes/). Writes
-JSON shaped {dataset: {granularity: {retriever: {"recall", "all_gold", "recall_ci", "n"}}}}
-and prints it as a table.
+JSON shaped {"k", "n", "seed", "split", "fusion": {index.fusion settings}, "results":
+{dataset: {granularity: {retriever: {"recall", "all_gold", "recall_ci", "n"}}}}} and prints
+it as a table, headed by the hybrid fusion it used (``index.fusion.*``, e.g.
+``index.fusion.depth=5``; see grasp/corpus/fusion.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -47,7 +50,10 @@ def main(cfg: DictConfig) -> None:
         build_index(questions, config.index, directory, source=source)
         index = CorpusIndex.load(directory, config.index)
         sample = sample_questions(questions, config.n, seed=config.seed)
-        log.info("%s: %d of %d questions, k=%d", name, len(sample), len(questions), config.k)
+        log.info(
+            "%s: %d of %d questions, k=%d, hybrid %s",
+            name, len(sample), len(questions), config.k, config.index.fusion.describe(),
+        )  # fmt: skip
         per_granularity = results.setdefault(str(name), {})
         for granularity in index.granularities:
             row = per_granularity.setdefault(str(granularity), {})
@@ -56,7 +62,16 @@ def main(cfg: DictConfig) -> None:
                 row[str(retriever)] = result.as_dict()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "eval_retrieval.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    report = {
+        "k": config.k,
+        "n": config.n,
+        "seed": config.seed,
+        "split": config.split,
+        "fusion": dataclasses.asdict(config.index.fusion),
+        "results": results,
+    }
+    out.write_text(json.dumps(report, indent=2))
+    print(f"hybrid: {config.index.fusion.describe()}")
     print(format_table(results, config.k))
     log.info("wrote %s", out)
 

@@ -42,7 +42,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from grasp.corpus.bm25 import BM25Config, KeywordIndex
-from grasp.corpus.corpus import SentenceCorpus
+from grasp.corpus.corpus import (
+    PARAGRAPHS_FILE,
+    QUESTIONS_FILE,
+    SENTENCES_FILE,
+    SentenceCorpus,
+)
 from grasp.corpus.dense import (
     DenseIndexConfig,
     VectorFile,
@@ -50,24 +55,36 @@ from grasp.corpus.dense import (
     save_dense_index,
 )
 from grasp.corpus.encoder import DenseEncoder, EncoderConfig
+from grasp.corpus.fusion import FusionConfig
 from grasp.corpus.manifest import (
     MANIFEST_FILE,
     IndexCorruptError,
     IndexDirectoryError,
     IndexMissingError,
     Manifest,
+    ManifestError,
     describe_files,
     file_sha256,
     library_versions,
     stable_hash,
 )
-from grasp.types import Granularity, Question
+from grasp.types import Granularity, Question, StrEnum, parse_enum
 
 log = logging.getLogger(__name__)
 
 EMBEDDINGS_FILE = "embeddings.npy"
 DENSE_FILE = "dense.faiss"
 BM25_DIR = "bm25"
+BM25_FILES = (
+    "data.csc.index.npy",
+    "indices.csc.index.npy",
+    "indptr.csc.index.npy",
+    "params.index.json",
+    "vocab.index.json",
+)
+"""The files ``bm25s.BM25.load`` reads from ``bm25/``."""
+BM25_NONOCCURRENCE_FILE = "nonoccurrence_array.index.npy"
+"""Also read by ``bm25s.BM25.load`` whenever it exists (bm25l and bm25+ write it)."""
 SHARD_DIR = "shards"
 EMBEDDINGS_KEY = "embeddings.key"
 DENSE_KEY = "dense.key"
@@ -76,6 +93,15 @@ STAGE_KEYS = (EMBEDDINGS_KEY, DENSE_KEY, BM25_KEY)
 
 StageListener = Callable[[str], None]
 """Told the name of each build stage (``corpus``, ``sentence/encode``...) as it starts."""
+
+
+class VerifyMode(StrEnum):
+    """How loading (and reusing) an index checks its files against the manifest."""
+
+    CHECKSUM = "checksum"
+    """Size and SHA-256 of every file: reads the whole index once per load."""
+    SIZE = "size"
+    """Sizes only: faster on very large indexes, but blind to a same-size change."""
 
 
 @dataclass
@@ -88,13 +114,15 @@ class IndexConfig:
     """FAISS index type (the vectors' storage) and search parameters."""
     bm25: BM25Config = field(default_factory=BM25Config)
     """BM25 scoring and tokenization."""
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    """How hybrid search fuses the dense and the BM25 ranking (search-time)."""
     granularities: list[str] = field(default_factory=lambda: ["sentence", "paragraph"])
     """Which unit levels to index: sentence (GRASP's tools) and/or paragraph (ablations)."""
     prepend_title: bool = True
     """Index each sentence as "title: sentence" (the reader still sees the bare sentence)."""
     shard_size: int = 50_000
     """Texts per resumable encoding shard, and per BM25 tokenization batch."""
-    verify: str = "checksum"
+    verify: str = VerifyMode.CHECKSUM.value
     """On load: checksum (read every file) or size (faster for very large indexes)."""
     remote_url: str | None = None
     """URL of a retrieval service (scripts/serve_retrieval.py) to search instead of loading
@@ -103,6 +131,17 @@ class IndexConfig:
     """Seconds one request to the retrieval service may take before it is retried."""
     remote_retries: int = 5
     """Retries of a request that found the service unreachable or failing (5xx), with backoff."""
+
+    def __post_init__(self) -> None:
+        # A value outside the enum must fail here, at config load: compared as a string, a
+        # misspelled "checksums" silently meant "size" (issue 18, 5.3).
+        self.verify = parse_enum(VerifyMode, self.verify, "index.verify")
+        if isinstance(self.fusion, dict):  # as rebuilt from JSON (the retrieval client)
+            self.fusion = FusionConfig(**self.fusion)
+
+    def checksums(self) -> bool:
+        """Whether files are checked by checksum (``verify``, checked again if reassigned)."""
+        return parse_enum(VerifyMode, self.verify, "index.verify") is VerifyMode.CHECKSUM
 
     def build_fields(self) -> dict[str, Any]:
         """The settings that change what is built (not how it is searched)."""
@@ -120,18 +159,42 @@ class IndexConfig:
         }
 
 
-def config_from_manifest(build_fields: dict[str, Any]) -> IndexConfig:
-    """The IndexConfig that built an index, with default search-time settings."""
+def config_from_manifest(build_fields: dict[str, Any], where: Path) -> IndexConfig:
+    """The IndexConfig that built an index, with default search-time settings.
+
+    ``build_fields`` is a checked manifest's ``config``; a setting this code does not know
+    raises ManifestError naming it and ``where`` (the manifest file).
+    """
     config = IndexConfig(
         granularities=list(build_fields["granularities"]),
         prepend_title=build_fields["prepend_title"],
-        bm25=BM25Config(**build_fields["bm25"]),
     )
-    for name, value in build_fields["encoder"].items():
-        setattr(config.encoder, name, value)
-    for name, value in build_fields["dense"].items():
-        setattr(config.dense, name, value)
+    for group in ("encoder", "dense", "bm25"):
+        settings = getattr(config, group)
+        for name, value in build_fields[group].items():
+            if not hasattr(settings, name):
+                raise ManifestError(
+                    f"{where}: field config.{group}.{name} is not an index setting; "
+                    "rebuild the index"
+                )
+            setattr(settings, name, value)
     return config
+
+
+def needed_files(directory: Path, granularities: list[Granularity]) -> list[str]:
+    """Every file that loading the index in ``directory`` reads, relative to it.
+
+    Each must have a manifest entry: a file without one would be read unchecked.
+    """
+    needed = [f"corpus/{name}" for name in (SENTENCES_FILE, PARAGRAPHS_FILE, QUESTIONS_FILE)]
+    for granularity in granularities:
+        unit = granularity.value
+        needed += [f"{unit}/{EMBEDDINGS_FILE}", f"{unit}/{DENSE_FILE}"]
+        names = list(BM25_FILES)
+        if (directory / unit / BM25_DIR / BM25_NONOCCURRENCE_FILE).exists():
+            names.append(BM25_NONOCCURRENCE_FILE)
+        needed += [f"{unit}/{BM25_DIR}/{name}" for name in names]
+    return needed
 
 
 @dataclass
@@ -387,7 +450,9 @@ def _reusable(directory: Path, build_key: str, config: IndexConfig) -> Manifest 
         _forget_stages(directory)
         return None
     try:
-        manifest.verify_files(directory, checksums=config.verify == "checksum")
+        granularities = [Granularity(g) for g in manifest.config["granularities"]]
+        manifest.require_files(directory, needed_files(directory, granularities))
+        manifest.verify_files(directory, checksums=config.checksums())
     except IndexDirectoryError as error:
         log.warning("rebuilding %s from scratch: %s", directory, error)
         _forget_stages(directory)

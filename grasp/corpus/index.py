@@ -19,24 +19,28 @@ from typing import Protocol
 
 import numpy as np
 
-from grasp.corpus.bm25 import KeywordIndex
+from grasp.corpus.bm25 import KeywordIndex, top_positive
 from grasp.corpus.build import (
     BM25_DIR,
     DENSE_FILE,
     EMBEDDINGS_FILE,
     IndexConfig,
     config_from_manifest,
+    needed_files,
 )
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
 from grasp.corpus.encoder import DenseEncoder
-from grasp.corpus.manifest import IndexCorruptError, IndexMismatchError, Manifest
+from grasp.corpus.fusion import RRF_K as RRF_K  # re-exported: baselines fuse with it too
+from grasp.corpus.fusion import fuse
+from grasp.corpus.manifest import (
+    MANIFEST_FILE,
+    IndexCorruptError,
+    IndexMismatchError,
+    Manifest,
+    ManifestError,
+)
 from grasp.types import Granularity, Hit, Retriever
-
-RRF_K = 60
-"""Reciprocal-rank-fusion constant (Cormack et al., 2009)."""
-RRF_DEPTH = 50
-"""How deep into each ranking hybrid search fuses."""
 
 Scope = np.ndarray | None
 
@@ -108,15 +112,17 @@ class CorpusIndex:
         """Open an index directory, checking its files and that it matches ``config``.
 
         Without ``config``, the index is searched as it was built (default search settings).
-        Raises IndexMissingError, IndexCorruptError or IndexMismatchError, each naming the
-        file or field at fault.
+        Raises IndexMissingError, IndexCorruptError (ManifestError for the manifest's own
+        fields) or IndexMismatchError, each naming the file or field at fault.
         """
         directory = Path(directory)
         manifest = Manifest.read(directory)
+        granularities = [Granularity(g) for g in manifest.config["granularities"]]
+        manifest.require_files(directory, needed_files(directory, granularities))
         if config is None:
-            config = config_from_manifest(manifest.config)
+            config = config_from_manifest(manifest.config, directory / MANIFEST_FILE)
         manifest.check_config(config.build_fields())
-        manifest.verify_files(directory, checksums=config.verify == "checksum")
+        manifest.verify_files(directory, checksums=config.checksums())
         corpus = SentenceCorpus.load(directory / "corpus")
         expected = manifest.corpus
         if (corpus.num_sentences, corpus.num_paragraphs) != (
@@ -137,9 +143,11 @@ class CorpusIndex:
             raise IndexCorruptError(
                 f"{unit_dir / DENSE_FILE} holds {dense.ntotal} vectors for {num_units} units"
             )
+        self._check_dimension(unit_dir / DENSE_FILE, dense.d)
         vectors = flat_vectors(dense)
         if vectors is None:
             vectors = np.load(unit_dir / EMBEDDINGS_FILE, mmap_mode="r")
+            self._check_dimension(unit_dir / EMBEDDINGS_FILE, vectors.shape[1])
         keyword = KeywordIndex.load(unit_dir / BM25_DIR, self.config.bm25)
         if keyword.num_units != num_units:
             raise IndexCorruptError(
@@ -148,6 +156,13 @@ class CorpusIndex:
         self._vectors[granularity] = vectors
         self._dense[granularity] = configure_search(dense, self.config.dense)
         self._keyword[granularity] = keyword
+
+    def _check_dimension(self, path: Path, dimension: int) -> None:
+        if dimension != self.manifest.dimension:
+            raise ManifestError(
+                f"{self.directory / MANIFEST_FILE}: field dimension is {self.manifest.dimension}"
+                f" but {path} holds {dimension}-d vectors: rebuild the index"
+            )
 
     @property
     def encoder(self) -> DenseEncoder:
@@ -191,10 +206,11 @@ class CorpusIndex:
         scopes: Sequence[Scope] | None,
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         if retriever is Retriever.HYBRID:
-            depth = max(k, RRF_DEPTH)
+            fusion = self.config.fusion
+            depth = max(k, fusion.depth)
             dense = self._rank(queries, Retriever.DENSE, depth, granularity, scopes)
             keyword = self._rank(queries, Retriever.BM25, depth, granularity, scopes)
-            return [_fuse(d, w, k) for d, w in zip(dense, keyword, strict=True)]
+            return [fuse(d, w, k, fusion) for d, w in zip(dense, keyword, strict=True)]
         scopes = scopes if scopes is not None else [None] * len(queries)
         scoped = [i for i, s in enumerate(scopes) if s is not None]
         free = [i for i, s in enumerate(scopes) if s is None]
@@ -217,9 +233,8 @@ class CorpusIndex:
                     results[i] = _valid(ids[row], scores[row])
             for i in scoped:
                 units = self.corpus.scope_units(scopes[i], granularity)
-                unit_scores = keyword.score_units(queries[i], units)
-                keep = unit_scores > 0
-                results[i] = _top(units[keep], unit_scores[keep], k)
+                positions, unit_scores = top_positive(keyword.score_units(queries[i], units), k)
+                results[i] = (units[positions], unit_scores)
         return results  # type: ignore[return-value]
 
     def _hits(
@@ -256,19 +271,3 @@ def _top(units: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.
     # Stable sort on -score keeps ties in unit-id order, so results are deterministic.
     order = np.argsort(-scores, kind="stable")[:k]
     return units[order].astype(np.int64), scores[order].astype(np.float32)
-
-
-def _fuse(
-    dense: tuple[np.ndarray, np.ndarray], keyword: tuple[np.ndarray, np.ndarray], k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Reciprocal-rank fusion of two rankings: score(u) = sum over rankings of 1/(60 + rank)."""
-    fused: dict[int, float] = {}
-    for ids, _ in (dense, keyword):
-        for rank, unit in enumerate(ids.tolist()):
-            fused[unit] = fused.get(unit, 0.0) + 1.0 / (RRF_K + rank + 1)
-    if not fused:
-        return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    units = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
-    scores = np.fromiter(fused.values(), dtype=np.float32, count=len(fused))
-    order = np.lexsort((units, -scores))[:k]
-    return units[order], scores[order]

@@ -96,6 +96,22 @@ def test_bm25_returns_nothing_for_a_query_without_known_terms(tiny_index):
     assert hits == []
 
 
+@pytest.mark.parametrize("query", ["the of and", "zzzqx"])
+def test_scoped_bm25_search_without_known_terms_finds_nothing(tiny_index, query):
+    scope = tiny_index.corpus.question_scope("q-python")
+    assert tiny_index.search([query], Retriever.BM25, k=3, scopes=[scope]) == [[]]
+
+
+def test_scoped_bm25_search_over_every_paragraph_equals_the_free_search(tiny_index):
+    everything = np.arange(tiny_index.corpus.num_paragraphs)
+    queries = ["largest city", "Poland capital river", "Everest 1953"]
+    scoped = tiny_index.search(queries, Retriever.BM25, k=6, scopes=[everything] * 3)
+    free = tiny_index.search(queries, Retriever.BM25, k=6)
+    assert [[(h.sentence_id, h.score) for h in hits] for hits in scoped] == [
+        [(h.sentence_id, h.score) for h in hits] for hits in free
+    ]
+
+
 def test_k_larger_than_the_corpus_returns_every_unit_once(tiny_index):
     n = tiny_index.corpus.num_paragraphs
     (hits,) = tiny_index.search(["city"], Retriever.DENSE, k=100, granularity=Granularity.PARAGRAPH)

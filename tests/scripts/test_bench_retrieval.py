@@ -109,6 +109,9 @@ def test_benchmark_at_1k_and_2k_reports_every_metric(bench, tmp_path):
             "rank_bm25/single_mean_ms",
             "memory/rss_bytes_per_sentence",
             "memory/bm25s_disk_bytes",
+            "bm25s_topk/argpartition_full_mean_ms",
+            "bm25s_topk/positive_select_mean_ms",
+            "bm25s_topk/nonzero_fraction",
         ):
             assert metrics[name] > 0, name
         assert metrics["memory/bytes_per_sentence"] > 384 * 4
