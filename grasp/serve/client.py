@@ -55,6 +55,11 @@ SEARCH_FIELDS = (
     "encoder.query_prompt_name",
     "dense.hnsw_ef_search",
     "dense.ivf_nprobe",
+    "fusion.method",
+    "fusion.depth",
+    "fusion.rrf_k",
+    "fusion.dense_weight",
+    "fusion.bm25_weight",
 )
 """Search-time settings that change results: the client's and the service's must agree."""
 
