@@ -70,9 +70,9 @@ def test_hub_source_takes_no_path() -> None:
 
 def test_missing_default_split_says_how_to_get_it() -> None:
     with pytest.raises(FileNotFoundError) as info:
-        load_questions("hotpotqa", split="train")
+        load_questions("musique", split="train")
     message = str(info.value)
-    assert str(Path("data") / "hotpotqa" / "train.jsonl") in message
+    assert str(Path("data") / "musique" / "train.jsonl") in message
     assert "source=raw" in message and "source=hub" in message and "write_normalized" in message
 
 
@@ -93,3 +93,11 @@ def test_unknown_source_and_dataset() -> None:
         load_questions("hotpotqa", "ftp")
     with pytest.raises(ValueError, match="squad"):
         load_questions("squad")
+
+
+def test_bundled_train_questions_are_real_hotpotqa_train_disjoint_from_dev() -> None:
+    train = load_questions("hotpotqa", split="train")
+    dev = load_questions("hotpotqa")
+    assert len(train) == 857
+    assert not {q.question_id for q in train} & {q.question_id for q in dev}
+    assert all(sum(p.is_supporting for p in q.paragraphs) == 2 for q in train)
