@@ -239,10 +239,13 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
         setup.chat,
     )
     greedy = config.rollout.greedy()
+    # What an evaluation folder must match to resume: the run's settings, less those a resumed
+    # run may change (training longer must not invalidate the evaluation before training).
+    eval_fingerprint = _without(resolved, RESUMABLE_CHANGES)
 
     def evaluate(model: Any, name: str) -> dict[str, Any]:
         engine = RolloutEngine(eval_env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
-        return evaluate_policy(engine, data.eval, run_dir / name, resolved).results
+        return evaluate_policy(engine, data.eval, run_dir / name, eval_fingerprint).results
 
     warm = None
     if config.warm_start.enabled:
@@ -363,6 +366,19 @@ RESUMABLE_CHANGES = (
 )
 """Fields a resumed run may change (train longer, log elsewhere, search the same index in another
 process); any other change is refused."""
+
+
+def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of ``resolved`` without the ``dotted`` keys (``grpo.max_steps``...)."""
+    copy = json.loads(json.dumps(resolved, default=str))
+    for name in dotted:
+        *parents, leaf = name.split(".")
+        node = copy
+        for parent in parents:
+            node = node.get(parent) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return copy
 
 
 def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
