@@ -10,6 +10,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from grasp.eval.jsonl import end_last_line
 from grasp.train.metrics_log import METRICS_FILE, read_metrics
 from grasp.train.rollout_adapter import RolloutStats
 
@@ -26,6 +27,9 @@ class MetricsFileCallback(TrainerCallback):
 
     def __init__(self, run_dir: Path, stats: RolloutStats) -> None:
         self.path = run_dir / METRICS_FILE
+        # A run killed mid-write left a torn last line: end it, so that the next record starts
+        # a line of its own instead of merging into it.
+        end_last_line(self.path)
         self.stats = stats
         self._step_started = 0.0
         self._last_step_s = 0.0

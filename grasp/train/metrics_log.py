@@ -7,10 +7,13 @@ for plots and reports, costs no model-library import.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -19,8 +22,15 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     by_key: dict[tuple[int, bool], dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
             record = json.loads(line)
-            by_key[(record["step"], "train_runtime" in record)] = record
+            key = (int(record["step"]), "train_runtime" in record)
+        except (ValueError, KeyError, TypeError, RecursionError):
+            # A line torn by a killed write: its step is logged again after the resume.
+            log.warning("%s: line %d is not a metrics record (a torn write); skipped", path, number)
+            continue
+        by_key[key] = record
     return [by_key[k] for k in sorted(by_key)]
