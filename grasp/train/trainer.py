@@ -267,11 +267,16 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
     last = latest_checkpoint(run_dir / "checkpoints")
     final = run_dir / "final"
-    if last is not None and last.step >= config.grpo.max_steps and final.is_dir():
+    if last is not None and last.step >= config.grpo.max_steps:
         # A finished run does no more training: "after" stays the model it describes.
-        log.info("training finished at step %d (%s): not training again", last.step, last.path)
+        source = final if final.is_dir() else last.path
+        log.info(
+            "training finished at step %d: not training again (weights of %s)", last.step, source
+        )
         trainer.state.global_step = last.step
-        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), final)
+        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), source)
+        if not final.is_dir():
+            trainer.save_model(str(final))
     else:
         if last is not None:
             log.info("resuming from %s", last.path)
@@ -381,11 +386,25 @@ def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any
     return copy
 
 
+def _dotted_keys(tree: Any, prefix: str = "") -> list[str]:
+    """Every leaf of a nested dict as a dotted key (as ``config_differences`` names them)."""
+    if not isinstance(tree, dict) or not tree:
+        return [prefix.rstrip(".")]
+    return [k for key, value in tree.items() for k in _dotted_keys(value, f"{prefix}{key}.")]
+
+
 def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
     """Refuse to resume a run directory with a different configuration."""
     if path.exists():
         before = json.loads(path.read_text())
-        changed = [k for k in config_differences(before, resolved) if k not in RESUMABLE_CHANGES]
+        # Fields added to the code since the run started are absent from its config.json; the
+        # run ran as if they had their default, so they do not block the resume.
+        known = set(_dotted_keys(before))
+        differences = config_differences(before, resolved)
+        added = [k for k in differences if k not in known]
+        if added:
+            log.warning("%s predates the fields %s: resuming with their values", path, added[:8])
+        changed = [k for k in differences if k in known and k not in RESUMABLE_CHANGES]
         if changed:
             raise ValueError(
                 f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,8 +141,15 @@ def test_a_finished_run_trains_no_further_and_training_longer_keeps_the_old_afte
         return sorted({json.loads(line)["step"] for line in lines if '"loss"' in line})
 
     train(2)
+    # Killed after its last checkpoint, before final/ was saved, by a version of the code that
+    # had no grpo.dynamic_sampling field: the rerun resumes and trains no step more.
+    shutil.rmtree(run_dir / "final")
+    recorded = json.loads((run_dir / "config.json").read_text())
+    del recorded["grpo"]["dynamic_sampling"]
+    (run_dir / "config.json").write_text(json.dumps(recorded))
     train(2)
     assert logged_steps() == [1, 2]
+    assert (run_dir / "final").is_dir()
     assert (run_dir / "eval_after" / "model_step.txt").read_text() == "2\n"
     assert json.loads((run_dir / "results.json").read_text())["steps"] == 2
     train(3)
