@@ -265,6 +265,11 @@ def test_local_hf_judge_smollm2_is_batched_and_deterministic():
     for result in together[:2]:
         assert result.raw, "the model wrote a reply"
         assert result.verdict is parse_verdict(result.raw)
+    again = judge.judge(items)
+    assert [r.raw for r in again] == [r.raw for r in together]  # greedy: same batching, same text
+    # Across batchings greedy bf16 text may differ by rounding (see HFPolicy's docstring; on
+    # some CPUs the second reply changes), so one-by-one judging is checked for its shape only.
     judge.config.batch_size = 1
     one_by_one = judge.judge(items)
-    assert [r.raw for r in one_by_one] == [r.raw for r in together]  # greedy, padding-free
+    assert judge.requests_sent == 2 + 2 + 2
+    assert [r.verdict is parse_verdict(r.raw) for r in one_by_one[:2]] == [True, True]
