@@ -117,14 +117,7 @@ class VLLMPolicy:
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
     ) -> list[Generation]:
         """One generation per request, in order; never raises for a bad request or batch."""
-        generations: list[Generation | None] = [None] * len(requests)
-        valid: list[int] = []
-        for index, request in enumerate(requests):
-            error = request_problem(request, sampling)
-            if error is None:
-                valid.append(index)
-            else:
-                generations[index] = Generation(text="", finished=False, error=error)
+        generations, valid = _refuse_bad_requests(requests, sampling)
         if valid:
             for index, generation in zip(
                 valid, self._generate_valid(requests, valid, sampling), strict=True
@@ -278,14 +271,7 @@ class VLLMServerPolicy:
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
     ) -> list[Generation]:
         """One generation per request, in order; never raises for a bad request or reply."""
-        generations: list[Generation | None] = [None] * len(requests)
-        valid: list[int] = []
-        for index, request in enumerate(requests):
-            error = request_problem(request, sampling)
-            if error is None:
-                valid.append(index)
-            else:
-                generations[index] = Generation(text="", finished=False, error=error)
+        generations, valid = _refuse_bad_requests(requests, sampling)
         if valid:
             workers = min(self.max_concurrent_requests, len(valid))
             with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -398,3 +384,19 @@ def _session(pool_size: int) -> requests.Session:
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
+
+
+def _refuse_bad_requests(
+    requests: Sequence[GenerationRequest], sampling: SamplingConfig
+) -> tuple[list[Generation | None], list[int]]:
+    """An error generation for each request that cannot be generated from, and the indices of
+    the others (left None in the list, for the caller to fill)."""
+    generations: list[Generation | None] = [None] * len(requests)
+    valid: list[int] = []
+    for index, request in enumerate(requests):
+        error = request_problem(request, sampling)
+        if error is None:
+            valid.append(index)
+        else:
+            generations[index] = Generation(text="", finished=False, error=error)
+    return generations, valid
