@@ -48,3 +48,43 @@ def tiny_questions_file(tmp_path_factory, tiny_questions) -> Path:
         for q in tiny_questions
     ]
     return write_normalized(questions, tmp_path_factory.mktemp("questions") / "dev.jsonl")
+
+
+def _scripted_trainer(tiny_index, tiny_questions, tiny_model_dir, run_dir, script, **grpo):
+    """A GRPOTrainer on the tiny model over the tiny corpus, every rollout played by a
+    ScriptedPolicy(``script``); ``grpo`` overrides GRPOSettings (full fine-tuning, fp32)."""
+    from grasp.env.environment import EnvConfig, RetrievalEnvironment
+    from grasp.models import load_policy_model
+    from grasp.rollout.chat import ChatTokenizer
+    from grasp.rollout.scripted import ScriptedPolicy
+    from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+    from grasp.train.trainer import TrainingData, make_grpo_trainer
+
+    settings = {"bf16": False, "lora": LoraSettings(enabled=False), **grpo}
+    config = TrainConfig(
+        env=EnvConfig(turn_budget=3, top_k=2),
+        model=ModelConfig(name=str(tiny_model_dir), dtype="float32", chat_template="model"),
+        grpo=GRPOSettings(**settings),
+        trajectories_every=0,
+        save_every=100,
+        run_dir=str(run_dir),
+    )
+    env = RetrievalEnvironment(tiny_index, config.env)
+    loaded = load_policy_model(config.model)
+    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
+    questions = list(tiny_questions)
+    data = TrainingData(questions, questions, questions, "tiny")
+    policy = ScriptedPolicy(script)
+    return make_grpo_trainer(config, data, env, loaded, chat, run_dir, policy_for=lambda _: policy)
+
+
+@pytest.fixture(scope="session")
+def scripted_trainer(tiny_index, tiny_questions, tiny_model_dir):
+    """``scripted_trainer(run_dir, script, **grpo)``: see ``_scripted_trainer``."""
+
+    def build(run_dir, script, **grpo):
+        return _scripted_trainer(
+            tiny_index, tiny_questions, tiny_model_dir, run_dir, script, **grpo
+        )
+
+    return build

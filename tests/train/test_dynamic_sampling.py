@@ -6,18 +6,13 @@ import json
 
 import pytest
 
-from grasp.env.environment import EnvConfig, RetrievalEnvironment
-from grasp.models import ModelConfig, load_policy_model
-from grasp.rollout.chat import ChatTokenizer
-from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
-from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.rollout.scripted import tool_call_text
 from grasp.train.dynamic_sampling import (
     DynamicSamplingSettings,
     has_spread,
     replacement_ids,
     select_groups,
 )
-from grasp.train.trainer import TrainingData, make_grpo_trainer
 
 ANSWERS = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
 
@@ -65,32 +60,17 @@ def known_rewards(request):
 
 
 @pytest.fixture(scope="module")
-def sampled_run(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
+def sampled_run(scripted_trainer, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("dynamic-sampling")
-    config = TrainConfig(
-        env=EnvConfig(turn_budget=2, top_k=2),
-        model=ModelConfig(name=str(tiny_model_dir), dtype="float32", chat_template="model"),
-        grpo=GRPOSettings(
-            num_generations=2,
-            questions_per_step=1,
-            max_steps=6,
-            learning_rate=1e-3,
-            beta=0.0,
-            bf16=False,
-            lora=LoraSettings(enabled=False),
-            dynamic_sampling=DynamicSamplingSettings(enabled=True, max_rounds=2),
-        ),
-        trajectories_every=0,
-        save_every=100,
-        run_dir=str(run_dir),
-    )
-    env = RetrievalEnvironment(tiny_index, config.env)
-    loaded = load_policy_model(config.model)
-    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
-    questions = list(tiny_questions)
-    data = TrainingData(questions, questions, questions, "tiny")
-    trainer = make_grpo_trainer(
-        config, data, env, loaded, chat, run_dir, policy_for=lambda _: ScriptedPolicy(known_rewards)
+    trainer = scripted_trainer(
+        run_dir,
+        known_rewards,
+        num_generations=2,
+        questions_per_step=1,
+        max_steps=6,
+        learning_rate=1e-3,
+        beta=0.0,
+        dynamic_sampling=DynamicSamplingSettings(enabled=True, max_rounds=2),
     )
     asked, returned = [], []
     rollout = trainer.rollout_func

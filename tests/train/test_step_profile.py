@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grasp.env.environment import EnvConfig, RetrievalEnvironment
-from grasp.models import ModelConfig, load_policy_model
-from grasp.rollout.chat import ChatTokenizer
-from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
-from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.rollout.scripted import tool_call_text
 from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
-from grasp.train.trainer import TrainingData, make_grpo_trainer
 
 
 def search_then_answer(request):
@@ -21,36 +16,11 @@ def search_then_answer(request):
 
 
 @pytest.fixture(scope="module")
-def profiled(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
+def profiled(scripted_trainer, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("profile")
-    config = TrainConfig(
-        env=EnvConfig(turn_budget=3, top_k=2),
-        model=ModelConfig(name=str(tiny_model_dir), dtype="float32", chat_template="model"),
-        grpo=GRPOSettings(
-            num_generations=2,
-            questions_per_step=2,
-            max_steps=2,
-            beta=0.1,  # a reference pass: logprobs_no_grad must be timed
-            bf16=False,
-            lora=LoraSettings(enabled=False),
-        ),
-        trajectories_every=0,
-        save_every=100,
-        run_dir=str(run_dir),
-    )
-    env = RetrievalEnvironment(tiny_index, config.env)
-    loaded = load_policy_model(config.model)
-    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
-    questions = list(tiny_questions)
-    data = TrainingData(questions, questions, questions, "tiny")
-    trainer = make_grpo_trainer(
-        config,
-        data,
-        env,
-        loaded,
-        chat,
-        run_dir,
-        policy_for=lambda _: ScriptedPolicy(search_then_answer),
+    # beta > 0: a reference pass, so logprobs_no_grad must be timed.
+    trainer = scripted_trainer(
+        run_dir, search_then_answer, num_generations=2, questions_per_step=2, max_steps=2, beta=0.1
     )
     profiler = StepProfiler().attach(trainer)
     trainer.train()
