@@ -3,7 +3,9 @@
 ``GraspRollout`` is the ``rollout_func`` TRL calls each generation step. TRL hands it the
 prompts of the step, each repeated G times in a row; it finds each group's question, runs
 the rollout engine once for the whole batch (B questions x G samples), and returns the
-token ids, the env mask (tool results carry no loss) and per-sample extra fields.
+token ids, the env mask (tool results carry no loss) and per-sample extra fields. An episode
+that generated nothing (its first turn failed) reaches TRL with one masked id
+(``trained_trace``): the failed batch trains nothing that step, and the run goes on.
 
 The reward reaches TRL as five reward functions, one per term, weighted [1, alpha, beta,
 gamma, delta]: TRL's weighted sum is exactly ``compute_reward(...).total``, and TRL logs each term.
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grasp.eval.summary import count_events
+from grasp.rollout.chat import TokenTrace
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
@@ -98,7 +101,8 @@ class GraspRollout:
         self.stats.pending.update(sampling)
         self.stats.pending["time/rollout_generation_s"] = generation
         self.stats.pending["time/rollout_environment_s"] = environment
-        traces = [t.tokens for t in trajectories]
+        assert self.engine.chat is not None
+        traces = [trained_trace(t.tokens, self.engine.chat.end_of_turn_id) for t in trajectories]
         logprobs = None
         if self.return_logprobs and all(trace.has_logprobs for trace in traces):
             logprobs = [trace.logprobs for trace in traces]
@@ -176,6 +180,22 @@ class GraspRollout:
         raise ValueError(
             "a training prompt carries no question id (build prompts with prompt_messages)"
         )
+
+
+def trained_trace(trace: TokenTrace | None, end_of_turn_id: int) -> TokenTrace:
+    """The trace TRL gets: an episode that generated nothing (its first turn failed) gets one
+    masked end-of-turn id as its completion.
+
+    TRL reads the last id of every completion (``ids[-1]``, for its clipped-ratio metric), so
+    an empty one raises IndexError and ends the run. With the placeholder (env mask 0, no
+    loss) a failed batch trains nothing that step instead."""
+    if trace is None:
+        raise ValueError("training needs token bookkeeping: a trajectory came without tokens")
+    if trace.completion_ids:
+        return trace
+    padded = replace(trace, completion_ids=[], env_mask=[], logprobs=[])
+    padded.add_inserted([end_of_turn_id])
+    return padded
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str, float]:

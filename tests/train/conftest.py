@@ -50,9 +50,12 @@ def tiny_questions_file(tmp_path_factory, tiny_questions) -> Path:
     return write_normalized(questions, tmp_path_factory.mktemp("questions") / "dev.jsonl")
 
 
-def _scripted_trainer(tiny_index, tiny_questions, tiny_model_dir, run_dir, script, **grpo):
+def _scripted_trainer(
+    tiny_index, tiny_questions, tiny_model_dir, run_dir, script, policy_for=None, **grpo
+):
     """A GRPOTrainer on the tiny model over the tiny corpus, every rollout played by a
-    ScriptedPolicy(``script``); ``grpo`` overrides GRPOSettings (full fine-tuning, fp32)."""
+    ScriptedPolicy(``script``), or by ``policy_for(trainer)`` when given; ``grpo`` overrides
+    GRPOSettings (full fine-tuning, fp32)."""
     from grasp.env.environment import EnvConfig, RetrievalEnvironment
     from grasp.models import load_policy_model
     from grasp.rollout.chat import ChatTokenizer
@@ -75,16 +78,17 @@ def _scripted_trainer(tiny_index, tiny_questions, tiny_model_dir, run_dir, scrip
     questions = list(tiny_questions)
     data = TrainingData(questions, questions, questions, "tiny")
     policy = ScriptedPolicy(script)
-    return make_grpo_trainer(config, data, env, loaded, chat, run_dir, policy_for=lambda _: policy)
+    policy_for = policy_for or (lambda _: policy)
+    return make_grpo_trainer(config, data, env, loaded, chat, run_dir, policy_for=policy_for)
 
 
 @pytest.fixture(scope="session")
 def scripted_trainer(tiny_index, tiny_questions, tiny_model_dir):
-    """``scripted_trainer(run_dir, script, **grpo)``: see ``_scripted_trainer``."""
+    """``scripted_trainer(run_dir, script, policy_for=None, **grpo)``: see ``_scripted_trainer``."""
 
-    def build(run_dir, script, **grpo):
+    def build(run_dir, script, policy_for=None, **grpo):
         return _scripted_trainer(
-            tiny_index, tiny_questions, tiny_model_dir, run_dir, script, **grpo
+            tiny_index, tiny_questions, tiny_model_dir, run_dir, script, policy_for, **grpo
         )
 
     return build
