@@ -18,6 +18,14 @@ the trainer's policy needs (vLLM's ``logprobs_mode="processed_logprobs"`` means 
 temperature 0 (greedy) nothing is processed: they are log-probabilities of the model's own
 distribution, and each one is the maximum of its row.
 
+Memory: the scores of every step are never kept (``output_scores`` would hold rows x new
+tokens x vocabulary, about 20 GB for 64 rows x 512 tokens of Qwen2.5's 152k vocabulary). The
+temperature and top-p warpers are passed to ``generate`` as logits processors followed by
+``ChosenLogprobs``, the last processor of the chain: it sees each step's processed scores,
+keeps them until the next step names the chosen id, and keeps only that id's log-probability.
+Warpers a model's ``generation_config`` could add after ours (min_p, top_h, watermarking) are
+refused at construction, since they would shape sampling after the log-probabilities are taken.
+
 Determinism: the torch RNG is seeded with ``sampling.seed`` once per call, inside a forked RNG
 state, so the caller's random stream is left as it was. One ``generate`` call draws one random
 stream for the whole batch, so a sampled row depends on its batch-mates; vary ``seed`` between
@@ -71,6 +79,8 @@ _UNPINNABLE = (
     "forced_eos_token_id",
     "watermarking_config",
 )
+# Of those, the ones generate() applies after the temperature and top-p warpers.
+_AFTER_WARPERS = ("min_p", "top_h", "watermarking_config")
 
 
 @dataclass
@@ -94,7 +104,8 @@ class HFPolicy:
             ``<|im_end|>``. Generation also stops at the tokenizer's and the model's eos
             (``grasp.rollout.stops``, the same definition as the vLLM backends).
         max_batch_size: Rows per ``model.generate`` call; None puts all requests in one call.
-            Scores are kept for every step, so memory grows as rows x new tokens x vocabulary.
+            Memory grows with rows x (context + new tokens) for the KV cache, and with rows x
+            vocabulary for one step's scores.
     """
 
     def __init__(
@@ -116,6 +127,12 @@ class HFPolicy:
         self.pad_id: int = self.end_of_turn_id if pad is None else int(pad)
         self.vocab_size: int = model.get_input_embeddings().num_embeddings
         leaked = [f for f in _UNPINNABLE if getattr(model.generation_config, f, None) is not None]
+        late = [f for f in _AFTER_WARPERS if f in leaked]
+        if late:
+            raise ValueError(
+                f"the model's generation_config sets {late}, which generate() applies after the "
+                "log-probabilities are taken (grasp.rollout.hf_policy): unset them"
+            )
         if leaked:
             log.warning("model generation_config sets %s: they will shape sampling", leaked)
 
@@ -189,31 +206,32 @@ class HFPolicy:
             ids = request.token_ids or []
             input_ids_BT[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention_mask_BT[row, width - len(ids) :] = 1
+        recorder = ChosenLogprobs()
         output = self.model.generate(
             input_ids=input_ids_BT.to(device),
             attention_mask=attention_mask_BT.to(device),
             generation_config=self._generation_config(sampling, steps),
+            logits_processor=sampling_processors(sampling, recorder),
         )
         new_ids_BN = output.sequences[:, width:]
-        logprobs_BN = chosen_logprobs(output.scores, new_ids_BN)
+        logprobs_BN = recorder.finish(new_ids_BN)
         return _Batch(new_ids=new_ids_BN.tolist(), logprobs=logprobs_BN.tolist())
 
     def _generation_config(self, sampling: SamplingConfig, steps: int) -> Any:
+        """The generation config: temperature and top-p neutral here, since
+        ``sampling_processors`` applies them (before ``ChosenLogprobs``)."""
         from transformers import GenerationConfig
 
         sample = sampling.temperature > 0
-        warpers = (
-            {"temperature": sampling.temperature, "top_p": sampling.top_p, **_NEUTRAL_SAMPLING}
-            if sample
-            else {}
-        )
+        warpers = {"temperature": 1.0, "top_p": 1.0, **_NEUTRAL_SAMPLING} if sample else {}
         return GenerationConfig(
             max_new_tokens=steps,
             do_sample=sample,
             eos_token_id=self.stop_ids,
             pad_token_id=self.pad_id,
             return_dict_in_generate=True,
-            output_scores=True,
+            output_scores=False,
+            renormalize_logits=False,
             **_NEUTRAL_ALWAYS,
             **warpers,
         )
@@ -237,21 +255,56 @@ class HFPolicy:
         return [device.index or 0] if device.type == "cuda" else []
 
 
-def chosen_logprobs(scores: Sequence[torch.Tensor], new_ids_BN: torch.Tensor) -> torch.Tensor:
-    """Log-probability of each chosen id under its step's processed scores.
+def sampling_processors(sampling: SamplingConfig, recorder: ChosenLogprobs) -> Any:
+    """The logits processors ``generate`` gets: temperature and top-p (when sampling, in the
+    order and with the parameters transformers itself would use), then ``recorder``.
 
-    Args:
-        scores: N tensors of shape [B, V], the processed scores of each generation step.
-        new_ids_BN: [B, N'] ids generated after the prompt, N' >= N (padding after the end).
+    ``generate`` runs custom processors after its own default ones and before its own warpers,
+    so the warpers are ours: that way the recorder is last and sees the sampling scores."""
+    from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-    Returns:
-        [B, N] float32 log-probabilities on the CPU.
-    """
-    columns = []
-    for step, scores_BV in enumerate(scores):
-        logprobs_BV = torch.log_softmax(scores_BV.float(), dim=-1)
-        chosen_B1 = new_ids_BN[:, step : step + 1].to(logprobs_BV.device)
-        columns.append(logprobs_BV.gather(-1, chosen_B1).squeeze(-1).cpu())
-    if not columns:
-        return torch.zeros((new_ids_BN.shape[0], 0))
-    return torch.stack(columns, dim=1)
+    processors = LogitsProcessorList()
+    if sampling.temperature > 0:
+        if sampling.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(sampling.temperature))
+        if sampling.top_p < 1.0:
+            processors.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
+    processors.append(recorder)
+    return processors
+
+
+class ChosenLogprobs:
+    """The last logits processor: the log-probability of each chosen id, one step at a time.
+
+    At step t it receives the ids so far (ending with the id chosen at step t-1) and step t's
+    processed scores [B, V]. It keeps step t's scores only until step t+1 names the chosen id,
+    so at most one step's scores are alive, instead of all of them."""
+
+    def __init__(self) -> None:
+        self._pending_BV: torch.Tensor | None = None
+        self._columns: list[torch.Tensor] = []
+
+    def __call__(self, input_ids_BT: torch.Tensor, scores_BV: torch.Tensor) -> torch.Tensor:
+        self._take(input_ids_BT[:, -1:])
+        self._pending_BV = scores_BV
+        return scores_BV
+
+    def _take(self, chosen_B1: torch.Tensor) -> None:
+        if self._pending_BV is None:
+            return
+        logprobs_BV = torch.log_softmax(self._pending_BV.float(), dim=-1)
+        chosen_B1 = chosen_B1.to(logprobs_BV.device)
+        self._columns.append(logprobs_BV.gather(-1, chosen_B1).squeeze(-1).cpu())
+        self._pending_BV = None
+
+    def finish(self, new_ids_BN: torch.Tensor) -> torch.Tensor:
+        """[B, N] float32 log-probabilities on the CPU, N the steps generated.
+
+        Args:
+            new_ids_BN: [B, N] ids generated after the prompt (padding after a row's end)."""
+        if self._pending_BV is not None:
+            step = len(self._columns)
+            self._take(new_ids_BN[:, step : step + 1])
+        if not self._columns:
+            return torch.zeros((new_ids_BN.shape[0], 0))
+        return torch.stack(self._columns, dim=1)

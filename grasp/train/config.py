@@ -124,6 +124,9 @@ class TrainConfig:
     """Questions of the evaluation before and after training (seeded sample)."""
     eval_before: bool = True
     """Evaluate the untrained policy first."""
+    eval_max_batch_size: int = 32
+    """Rows per ``model.generate`` call in the evaluations before and after training (bounds
+    their memory: KV cache and one step's scores grow with it)."""
     index: IndexConfig = field(default_factory=IndexConfig)
     """Index of the training questions' pooled paragraphs."""
     index_dir: str | None = None

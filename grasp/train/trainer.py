@@ -121,6 +121,8 @@ def validate_config(config: TrainConfig) -> None:
             f"grpo.questions_per_step={grpo.questions_per_step} must be a multiple of the "
             f"{world} training processes: each process rolls out whole groups"
         )
+    if config.eval_max_batch_size < 1:
+        raise ValueError(f"eval_max_batch_size={config.eval_max_batch_size} must be at least 1")
     if config.wandb not in ("disabled", "offline", "online"):
         raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
 
@@ -231,21 +233,13 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     run_dir.mkdir(parents=True, exist_ok=True)
     _check_same_run(run_dir / "config.json", resolved)
     setup = build_training(config)
-    data, env, eval_env, loaded, chat = (
-        setup.data,
-        setup.env,
-        setup.eval_env,
-        setup.loaded,
-        setup.chat,
-    )
-    greedy = config.rollout.greedy()
+    data, env, loaded, chat = setup.data, setup.env, setup.loaded, setup.chat
     # What an evaluation folder must match to resume: the run's settings, less those a resumed
     # run may change (training longer must not invalidate the evaluation before training).
     eval_fingerprint = _without(resolved, RESUMABLE_CHANGES)
 
     def evaluate(model: Any, name: str) -> dict[str, Any]:
-        engine = RolloutEngine(eval_env, HFPolicy(model, loaded.tokenizer), greedy, chat=chat)
-        return evaluate_policy(engine, data.eval, run_dir / name, eval_fingerprint).results
+        return evaluate_model(config, setup, model, run_dir / name, eval_fingerprint)
 
     warm = None
     if config.warm_start.enabled:
@@ -261,6 +255,7 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
             config.rollout,
             run_dir / "warm_start",
         )
+        setup = replace(setup, loaded=loaded)
     before_file = run_dir / "eval_before" / "results.json"
     if config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
@@ -299,6 +294,29 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
     return results
+
+
+def evaluation_engine(config: TrainConfig, setup: TrainingSetup, model: Any) -> RolloutEngine:
+    """The engine of a run's evaluations: ``model`` decoded greedily in the evaluation
+    environment, at most ``config.eval_max_batch_size`` rows per ``model.generate`` call."""
+    policy = HFPolicy(model, setup.loaded.tokenizer, max_batch_size=config.eval_max_batch_size)
+    greedy = config.rollout.greedy()
+    return RolloutEngine(setup.eval_env, policy, greedy, chat=setup.chat)
+
+
+def evaluate_model(
+    config: TrainConfig,
+    setup: TrainingSetup,
+    model: Any,
+    out_dir: Path,
+    fingerprint: dict[str, Any],
+) -> dict[str, Any]:
+    """Evaluate ``model`` on the run's evaluation questions into ``out_dir``; its results.
+
+    Raises GenerationErrorsError (``grasp.eval.policy_eval``) when most episodes ended in a
+    generation error (out of memory...): a broken backend must not read as a score near 0."""
+    engine = evaluation_engine(config, setup, model)
+    return evaluate_policy(engine, setup.data.eval, out_dir, fingerprint).results
 
 
 AFTER_STEP_FILE = "model_step.txt"
