@@ -6,8 +6,9 @@ run on their own GPUs, and ``accelerate launch`` of the trainer. ``scripts/launc
 them; ``validate_plan`` fails, naming the field, on a plan that could not work: an unknown
 accelerate key, a GPU used twice, a step batch that does not split over the processes, a GRPO
 group that would straddle two processes, a final save that would write no weights, a vLLM
-server layout TRL does not support, LoRA with FSDP and vLLM, a training config that does not
-validate.
+server layout TRL does not support, LoRA with FSDP and vLLM, transformers rollouts
+(``grpo.use_vllm=false``) on parameters sharded by FSDP or ZeRO-3, a training config that does
+not validate.
 
 The vLLM server is one engine, tensor-parallel over ``vllm_gpus``: TRL 1.16's ``trl vllm-serve``
 says data parallelism above 1 errors out for dense models (vLLM PR #30739), and its client
@@ -109,7 +110,7 @@ def validate_plan(plan: LaunchPlan, extra_overrides: list[str] | None = None) ->
     """Check the plan without a GPU; raise ValueError naming the field at fault."""
     from accelerate.commands.config.config_args import ClusterConfig
 
-    from grasp.train.trainer import per_device_batch, validate_config
+    from grasp.train.trainer import check_sharded_generation, per_device_batch, validate_config
 
     used = plan.train_gpus + plan.vllm_gpus
     used += [plan.retrieval_gpu] if plan.retrieval_gpu is not None else []
@@ -145,6 +146,11 @@ def validate_plan(plan: LaunchPlan, extra_overrides: list[str] | None = None) ->
     overrides = train_overrides(plan) + list(extra_overrides or [])
     config = compose_train_config(overrides)
     validate_config(config)
+    if distributed == "FSDP":
+        check_sharded_generation(config, f"FSDP ({plan.accelerate_config}: distributed_type)")
+    if distributed == "DEEPSPEED" and cluster.deepspeed_config.get("zero_stage") == 3:
+        where = f"ZeRO-3 ({plan.accelerate_config}: deepspeed_config.zero_stage=3)"
+        check_sharded_generation(config, where)
     if distributed == "FSDP":
         _check_fsdp_layer(cluster.fsdp_config, config.model.name, accelerate_path)
         if config.grpo.lora.enabled and config.grpo.use_vllm:

@@ -259,6 +259,16 @@ def sharded_by_launcher(environ: Mapping[str, str] | None = None) -> bool:
     return any(environ.get(flag, "false").lower() == "true" for flag in SHARDING_LAUNCH_FLAGS)
 
 
+def parameters_sharded_by_launcher(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this process's parameters are sharded: FSDP, or DeepSpeed ZeRO stage 3
+    (``accelerate launch`` copies the config's ``zero_stage`` into the environment)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        return True
+    deepspeed = environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return deepspeed and environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+
+
 def load_dtype_for_training(model: ModelConfig, lora_enabled: bool, sharded: bool) -> str:
     """The dtype to load the policy in for GRPO; ``model.dtype`` stays the compute dtype.
 

@@ -171,8 +171,65 @@ def test_lora_with_fsdp_and_vllm_is_refused():
     plan = load_plan(REPO_ROOT / "configs" / "launch" / "a100x2_fsdp.yaml")
     with pytest.raises(ValueError, match=r"grpo\.lora\.enabled=true with grpo\.use_vllm=true"):
         validate_plan(plan, ["grpo.lora.enabled=true"])
-    # Either alone is fine: LoRA with transformers rollouts, or vLLM with full fine-tuning.
-    validate_plan(plan, ["grpo.lora.enabled=true", "grpo.use_vllm=false"])
+    # vLLM with full fine-tuning is fine; LoRA with transformers rollouts is refused too under
+    # FSDP, as every transformers rollout on sharded parameters is (issue 14 finding 8).
+    validate_plan(plan)
+    with pytest.raises(ValueError, match=r"grpo\.use_vllm=false under FSDP"):
+        validate_plan(plan, ["grpo.lora.enabled=true", "grpo.use_vllm=false"])
+
+
+@pytest.mark.parametrize(
+    ("plan_name", "fields"),
+    [
+        ("a100x2_fsdp", r"FSDP \(configs/accelerate/fsdp\.yaml: distributed_type\)"),
+        (
+            "h100x8_zero3",
+            r"ZeRO-3 \(configs/accelerate/zero3\.yaml: deepspeed_config\.zero_stage=3\)",
+        ),
+    ],
+)
+def test_transformers_rollouts_on_sharded_parameters_are_refused(plan_name, fields):
+    plan = load_plan(REPO_ROOT / "configs" / "launch" / f"{plan_name}.yaml")
+    with pytest.raises(ValueError, match=rf"grpo\.use_vllm=false under {fields}"):
+        validate_plan(plan, ["grpo.use_vllm=false"])
+    validate_plan(plan)  # the plan as written generates with vLLM
+
+
+def test_transformers_rollouts_under_zero2_are_allowed():
+    plan = load_plan(REPO_ROOT / "configs" / "launch" / "a100x2.yaml")
+    validate_plan(plan, ["grpo.use_vllm=false"])  # ZeRO-2 keeps whole parameters per process
+
+
+@pytest.mark.parametrize(
+    ("environ", "refused"),
+    [
+        ({"ACCELERATE_USE_FSDP": "true"}, True),
+        ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, True),
+        ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}, False),
+        ({}, False),
+    ],
+)
+def test_the_trainer_refuses_transformers_rollouts_under_a_sharding_launch(
+    environ, refused, monkeypatch
+):
+    from grasp.train.config import GRPOSettings, TrainConfig
+    from grasp.train.trainer import validate_config
+
+    for name in (
+        "ACCELERATE_USE_FSDP",
+        "ACCELERATE_USE_DEEPSPEED",
+        "ACCELERATE_DEEPSPEED_ZERO_STAGE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    config = TrainConfig(grpo=GRPOSettings(use_vllm=False))
+    if refused:
+        with pytest.raises(ValueError, match=r"grpo\.use_vllm=false under this accelerate"):
+            validate_config(config)
+    else:
+        validate_config(config)
+    validate_config(TrainConfig(grpo=GRPOSettings(use_vllm=True)))  # vLLM: allowed either way
 
 
 def test_vllm_tensor_parallel_size_must_divide_the_attention_heads(tmp_path):

@@ -29,6 +29,7 @@ from grasp.models import (
     LoadedModel,
     load_dtype_for_training,
     load_policy_model,
+    parameters_sharded_by_launcher,
     sharded_by_launcher,
 )
 from grasp.paths import REPO_ROOT
@@ -125,6 +126,26 @@ def validate_config(config: TrainConfig) -> None:
         raise ValueError(f"eval_max_batch_size={config.eval_max_batch_size} must be at least 1")
     if config.wandb not in ("disabled", "offline", "online"):
         raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
+    if parameters_sharded_by_launcher():
+        check_sharded_generation(config, "this accelerate launch (FSDP or DeepSpeed ZeRO-3)")
+
+
+def check_sharded_generation(config: TrainConfig, launch: str) -> None:
+    """Refuse transformers rollouts on a model whose parameters are sharded (``launch``).
+
+    Under ZeRO-3 and FSDP every forward pass is a collective: all processes must run it
+    together. transformers keeps them in step inside one ``generate`` call (synced_gpus), but
+    each process rolls out its own questions, so the processes make different numbers of
+    ``generate`` calls (turns, micro-batches) and the first to finish waits forever in its
+    next collective. vLLM generates from its own copy of the weights and has no such problem.
+    """
+    if not config.grpo.use_vllm:
+        raise ValueError(
+            f"grpo.use_vllm=false under {launch}: transformers generation on sharded parameters "
+            "deadlocks when the processes take different numbers of turns; set "
+            "grpo.use_vllm=true, or use DeepSpeed ZeRO-2 (configs/accelerate/zero2.yaml) or "
+            "one process"
+        )
 
 
 def load_training_data(config: TrainConfig) -> TrainingData:
