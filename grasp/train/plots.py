@@ -6,6 +6,18 @@ from pathlib import Path
 
 from grasp.train.metrics_log import read_metrics
 
+IMPORTANCE_SAMPLING_METRICS = (
+    "sampling/importance_sampling_ratio/min",
+    "sampling/importance_sampling_ratio/mean",
+    "sampling/importance_sampling_ratio/max",
+    "sampling/sampling_logp_difference/mean",
+    "sampling/sampling_logp_difference/max",
+)
+"""What TRL's GRPOTrainer logs about vLLM's sampling against the trainer's log-probabilities
+when ``use_vllm`` (with its default importance-sampling correction): the ratio after the
+``grpo.vllm_importance_sampling_mode`` cap, over the loss tokens, and |logp_trainer -
+logp_vLLM| per token. Names as in trl/trainer/grpo_trainer.py (1.16)."""
+
 PANELS = (
     (
         "reward",
@@ -22,7 +34,17 @@ PANELS = (
     ),
     ("errors", ("tools/parse_error_rate", "tools/invalid_call_rate", "groups/zero_reward_spread")),
     ("optimization", ("loss", "kl")),
+    ("vLLM importance sampling", IMPORTANCE_SAMPLING_METRICS),
 )
+
+
+def panels_for(records: list[dict]) -> list[tuple[str, tuple[str, ...]]]:
+    """The panels with at least one logged value (no importance sampling without vLLM)."""
+    return [
+        (title, keys)
+        for title, keys in PANELS
+        if any(r.get(key) is not None for r in records for key in keys)
+    ]
 
 
 def smooth(values: list[float], window: int) -> list[float]:
@@ -47,9 +69,13 @@ def plot_run(run_dir: Path, window: int | None = None) -> Path | None:
     import matplotlib.pyplot as plt
 
     window = window or max(1, len(records) // 20)
-    fig, axes = plt.subplots(len(PANELS), 1, figsize=(8, 3 * len(PANELS)), sharex=True)
+    panels = panels_for(records)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(8, 3 * len(panels)), sharex=True, squeeze=False
+    )
+    axes = axes[:, 0]
     steps = [r["step"] for r in records]
-    for axis, (title, keys) in zip(axes, PANELS, strict=True):
+    for axis, (title, keys) in zip(axes, panels, strict=True):
         for key in keys:
             values = [r.get(key) for r in records]
             if all(v is None for v in values):
