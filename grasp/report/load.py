@@ -151,10 +151,7 @@ def _load_training(path: Path) -> RunData:
         match = _STEP_FILE.search(step_file.name)
         if match:
             steps[int(match.group(1))] = step_file
-    samples = [
-        TrajectorySet(f"step_{step}", f"sample at step {step}", read_trajectory_file(steps[step]))
-        for step in sorted(steps)
-    ]
+    samples = [_step_sample(step, steps[step]) for step in sorted(steps)]
     if not samples:
         notes.append("no trajectories/step_*.jsonl: no training samples to show")
     return RunData(
@@ -167,6 +164,17 @@ def _load_training(path: Path) -> RunData:
         samples=samples,
         notes=notes,
     )
+
+
+def _step_sample(step: int, path: Path) -> TrajectorySet:
+    """A training sample, labelled with the weights that played it when it says (a vLLM
+    sample at step N shows the weights of step N-1)."""
+    trajectories = read_trajectory_file(path)
+    weights = {t.extra.get("weights_step") for t in trajectories} - {None}
+    label = f"sample at step {step}"
+    if len(weights) == 1 and weights != {step}:
+        label += f" (weights of step {weights.pop()})"
+    return TrajectorySet(f"step_{step}", label, trajectories)
 
 
 def _load_evaluation(path: Path) -> RunData:

@@ -487,6 +487,9 @@ def make_grpo_trainer(
     def save_sample(step: int) -> None:
         policy = policy_for(trainer)
         batch = RolloutEngine(env, policy, config.rollout.greedy(), chat=chat).run(sample)
+        weights = sample_weights_step(trainer, config.grpo.use_vllm)
+        for trajectory in batch.trajectories:
+            trajectory.extra[WEIGHTS_STEP_KEY] = weights
         write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -510,6 +513,25 @@ def make_grpo_trainer(
     trainer.grasp_rollout = rollout
     trainer.grasp_stats = stats
     return trainer
+
+
+WEIGHTS_STEP_KEY = "weights_step"
+"""In each trajectory of ``trajectories/step_N.jsonl``, under ``extra``: the optimizer steps
+the weights that played it had taken."""
+
+
+def sample_weights_step(trainer: Any, use_vllm: bool) -> int | None:
+    """How many optimizer steps the weights of a trajectory sample written now had taken.
+
+    The sample is written at the end of step N. Transformers rollouts play the trainer's own
+    model: N. vLLM plays the weights TRL last pushed to it, which it does before a step's
+    generation (``_last_loaded_step``, the global step then): at the end of step N those are
+    the weights of step N-1 (or earlier, when a generation serves several steps). None if
+    this TRL does not say."""
+    if not use_vllm:
+        return int(trainer.state.global_step)
+    loaded = getattr(trainer, "_last_loaded_step", None)
+    return None if loaded is None or loaded < 0 else int(loaded)
 
 
 def _policy_factory(config: TrainConfig, tokenizer: Any):
