@@ -32,6 +32,8 @@ def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, TrainConfig)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     results = run_training(config, resolved)
+    if not results:  # another process of the launch wrote no results.json to read back
+        return
     summary = {k: results["after"][k] for k in ("em", "f1", "recall", "parse_error_rate")}
     log.info("after training: %s", json.dumps(summary))
     if "delta" in results:

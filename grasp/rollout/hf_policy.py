@@ -212,6 +212,10 @@ class HFPolicy:
             attention_mask=attention_mask_BT.to(device),
             generation_config=self._generation_config(sampling, steps),
             logits_processor=sampling_processors(sampling, recorder),
+            # Whole parameters, one process: transformers would otherwise sync every decoding
+            # step with the other processes under ZeRO-3 or FSDP, who are not generating (the
+            # main process evaluates alone; rollouts on sharded parameters are refused).
+            synced_gpus=False,
         )
         new_ids_BN = output.sequences[:, width:]
         logprobs_BN = recorder.finish(new_ids_BN)

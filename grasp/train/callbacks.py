@@ -27,9 +27,7 @@ class MetricsFileCallback(TrainerCallback):
 
     def __init__(self, run_dir: Path, stats: RolloutStats) -> None:
         self.path = run_dir / METRICS_FILE
-        # A run killed mid-write left a torn last line: end it, so that the next record starts
-        # a line of its own instead of merging into it.
-        end_last_line(self.path)
+        self._opened = False
         self.stats = stats
         self._step_started = 0.0
         self._last_step_s = 0.0
@@ -51,6 +49,11 @@ class MetricsFileCallback(TrainerCallback):
             record["time/rollout_s"] = self._last_rollout_s
             record["time/update_s"] = max(self._last_step_s - self._last_rollout_s, 0.0)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._opened:
+            # A run killed mid-write left a torn last line: end it, so that the next record
+            # starts a line of its own instead of merging into it (main process only).
+            end_last_line(self.path)
+            self._opened = True
         with self.path.open("a") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
 

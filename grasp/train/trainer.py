@@ -27,6 +27,7 @@ from grasp.eval.sweep import config_differences
 from grasp.models import (
     WHEEL_PREFIX,
     LoadedModel,
+    ModelConfig,
     load_dtype_for_training,
     load_policy_model,
     parameters_sharded_by_launcher,
@@ -42,6 +43,7 @@ from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
 from grasp.train.config import GRPOSettings, TrainConfig
 from grasp.train.plots import plot_run
+from grasp.train.process import RunProcess, run_process
 from grasp.train.rollout_adapter import (
     GraspRollout,
     RolloutStats,
@@ -247,12 +249,24 @@ def build_training(config: TrainConfig) -> TrainingSetup:
     return TrainingSetup(data, env, eval_env, loaded, chat)
 
 
-def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Run (or resume) the training described by ``config`` in ``config.run_dir``."""
+def run_training(
+    config: TrainConfig, resolved: dict[str, Any], process: RunProcess | None = None
+) -> dict[str, Any]:
+    """Run (or resume) the training described by ``config`` in ``config.run_dir``.
+
+    Every process of a launch runs this; only ``process.is_main_process`` (accelerate's
+    ``PartialState`` by default) writes the run directory, the others waiting for it at each
+    write (grasp/train/process.py). The others return what the main process wrote in
+    results.json."""
     validate_config(config)
+    process = process or run_process(cpu=config.model.device == "cpu")
+    main = process.is_main_process
     run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _check_same_run(run_dir / "config.json", resolved)
+    _check_same_run(run_dir / "config.json", resolved)  # every process checks, then one writes
+    process.wait_for_everyone()
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
     setup = build_training(config)
     data, env, loaded, chat = setup.data, setup.env, setup.loaded, setup.chat
     # What an evaluation folder must match to resume: the run's settings, less those a resumed
@@ -263,6 +277,7 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
         return evaluate_model(config, setup, model, run_dir / name, eval_fingerprint)
 
     warm = None
+    base_model = config.model
     if config.warm_start.enabled:
         loaded, warm = warm_start(
             config.warm_start,
@@ -275,35 +290,28 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
             chat,
             config.rollout,
             run_dir / "warm_start",
+            process,
         )
         setup = replace(setup, loaded=loaded)
+        base_model = replace(config.model, name=str(warm.model_dir))
     before_file = run_dir / "eval_before" / "results.json"
-    if config.eval_before and not before_file.exists():
+    if main and config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
+    process.wait_for_everyone()
     trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
-    last = latest_checkpoint(run_dir / "checkpoints")
     final = run_dir / "final"
-    if last is not None and last.step >= config.grpo.max_steps:
-        # A finished run does no more training: "after" stays the model it describes.
-        source = final if final.is_dir() else last.path
-        log.info(
-            "training finished at step %d: not training again (weights of %s)", last.step, source
-        )
-        trainer.state.global_step = last.step
-        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), source)
-        if not final.is_dir():
-            trainer.save_model(str(final))
-    else:
-        if last is not None:
-            log.info("resuming from %s", last.path)
-        trainer.train(resume_from_checkpoint=str(last.path) if last else None)
-        trainer.save_model(str(final))
+    _train_or_reload(config, trainer, final)
     step = trainer.state.global_step
+    process.wait_for_everyone()  # final/ is written
+    if not main:
+        process.wait_for_everyone()  # the main process evaluates and writes the results
+        results_file = run_dir / "results.json"
+        return json.loads(results_file.read_text()) if results_file.exists() else {}
     _set_aside_stale_eval(run_dir / "eval_after", step)
-    after = evaluate(trainer.accelerator.unwrap_model(trainer.model), "eval_after")
+    after = evaluate(_after_model(trainer, final, base_model), "eval_after")
     (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
     before = json.loads(before_file.read_text()) if before_file.exists() else None
-    results = _results(config, data, before, after, trainer.state.global_step)
+    results = _results(config, data, before, after, step)
     if warm is not None:
         results["warm_start"] = {
             "model": str(warm.model_dir),
@@ -314,7 +322,46 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
         }
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
+    process.wait_for_everyone()
     return results
+
+
+def _train_or_reload(config: TrainConfig, trainer: Any, final: Path) -> None:
+    """Train to ``grpo.max_steps`` (resuming from the latest checkpoint) and save ``final``;
+    a finished run only reloads its weights. Every process takes part (the trainer gates
+    its own writes)."""
+    last = latest_checkpoint(final.parent / "checkpoints")
+    if last is not None and last.step >= config.grpo.max_steps:
+        # A finished run does no more training: "after" stays the model it describes.
+        source = final if final.is_dir() else last.path
+        log.info(
+            "training finished at step %d: not training again (weights of %s)", last.step, source
+        )
+        trainer.state.global_step = last.step
+        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), source)
+        if not final.is_dir():
+            trainer.save_model(str(final))
+        return
+    if last is not None:
+        log.info("resuming from %s", last.path)
+    trainer.train(resume_from_checkpoint=str(last.path) if last else None)
+    trainer.save_model(str(final))
+
+
+def _after_model(trainer: Any, final: Path, base_model: ModelConfig) -> Any:
+    """The trained model, for the main process to evaluate alone.
+
+    With whole parameters per process, the trainer's own model. Under FSDP or ZeRO-3 each
+    process holds a shard, and a forward pass on one process alone would wait for the others
+    forever: the saved ``final`` is loaded instead (a full model, or ``base_model`` with
+    the LoRA adapter; the launch plans save a loadable final model)."""
+    if not parameters_sharded_by_launcher():
+        return trainer.accelerator.unwrap_model(trainer.model)
+    from grasp.rollout.adapters import ADAPTER_CONFIG, apply_adapters
+
+    if (final / ADAPTER_CONFIG).is_file():
+        return apply_adapters(load_policy_model(base_model).model, [final])
+    return load_policy_model(replace(base_model, name=str(final))).model
 
 
 def evaluation_engine(config: TrainConfig, setup: TrainingSetup, model: Any) -> RolloutEngine:
@@ -433,7 +480,7 @@ def _dotted_keys(tree: Any, prefix: str = "") -> list[str]:
 
 
 def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
-    """Refuse to resume a run directory with a different configuration."""
+    """Refuse to resume a run directory with a different configuration (writes nothing)."""
     if path.exists():
         before = json.loads(path.read_text())
         # Fields added to the code since the run started are absent from its config.json; the
@@ -449,7 +496,6 @@ def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
                 f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "
                 "choose another run_dir= or delete that folder"
             )
-    path.write_text(json.dumps(resolved, indent=2, default=str))
 
 
 def make_grpo_trainer(

@@ -35,6 +35,7 @@ from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan
 from grasp.rollout.trajectory import Trajectory, write_trajectories
+from grasp.train.process import RunProcess, SingleProcess
 from grasp.types import Question
 
 log = logging.getLogger(__name__)
@@ -89,21 +90,31 @@ def warm_start(
     chat: ChatTokenizer,
     rollout: RolloutConfig,
     out_dir: Path,
+    process: RunProcess | None = None,
 ) -> tuple[LoadedModel, WarmStartResult]:
-    """Fine-tune ``loaded`` on scripted episodes (or reload a finished warm start)."""
+    """Fine-tune ``loaded`` on scripted episodes (or reload a finished warm start).
+
+    Every process plays the episodes and fine-tunes (the SFT trainer is distributed over
+    them); only the main process writes ``out_dir``, and the others wait for it before
+    loading the warm-started model from there."""
+    process = process or SingleProcess()
     marker = out_dir / DONE_MARKER
     model_dir = out_dir / MODEL_DIR
     warm_config = replace(model_config, name=str(model_dir))
     if marker.exists():
         log.info("warm start: reusing %s", model_dir)
         done = json.loads(marker.read_text())
-        if not (model_dir / "config.json").is_file():
+        if not (model_dir / "config.json").is_file() and process.is_main_process:
             _rebuild_from_adapter(model_config, out_dir / ADAPTER_DIR, model_dir)
+        process.wait_for_everyone()
         result = WarmStartResult(model_dir, done["kept"], done["played"], done["train_loss"])
         return load_policy_model(warm_config), result
-    out_dir.mkdir(parents=True, exist_ok=True)
+    main = process.is_main_process
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
     episodes = scripted_episodes(settings, questions, env, chat, rollout)
-    write_trajectories(episodes, out_dir / "episodes.jsonl")
+    if main:
+        write_trajectories(episodes, out_dir / "episodes.jsonl")
     kept = [t for t in episodes if _recall(t) >= settings.min_recall]
     if not kept:
         raise ValueError(
@@ -111,11 +122,13 @@ def warm_start(
             f"warm_start.min_recall={settings.min_recall}"
         )
     log.info("warm start: %d of %d scripted episodes kept", len(kept), len(episodes))
-    loss = _fine_tune(settings, lora_config, bf16, kept, loaded, out_dir)
-    loaded.tokenizer.save_pretrained(model_dir)
-    marker.write_text(
-        json.dumps({"kept": len(kept), "played": len(episodes), "train_loss": loss}, indent=2)
-    )
+    loss = _fine_tune(settings, lora_config, bf16, kept, loaded, out_dir, main)
+    if main:
+        loaded.tokenizer.save_pretrained(model_dir)
+        marker.write_text(
+            json.dumps({"kept": len(kept), "played": len(episodes), "train_loss": loss}, indent=2)
+        )
+    process.wait_for_everyone()
     return load_policy_model(warm_config), WarmStartResult(
         model_dir, len(kept), len(episodes), loss
     )
@@ -179,7 +192,9 @@ def _fine_tune(
     episodes: list[Trajectory],
     loaded: LoadedModel,
     out_dir: Path,
+    write: bool = True,
 ) -> float | None:
+    """SFT of ``loaded`` on ``episodes``; saves the model (and adapter) when ``write``."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -210,6 +225,9 @@ def _fine_tune(
         peft_config=lora_config,
     )
     output = trainer.train()
+    loss = float(output.training_loss) if output.training_loss is not None else None
+    if not write:
+        return loss
     trained = trainer.model
     if lora_config is not None:
         # The adapter (a few MB) rebuilds this model from the base one (grasp/rollout/adapters.py).
@@ -218,7 +236,7 @@ def _fine_tune(
     trained.save_pretrained(out_dir / MODEL_DIR)
     history = [row for row in trainer.state.log_history if "loss" in row]
     (out_dir / "sft_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in history))
-    return float(output.training_loss) if output.training_loss is not None else None
+    return loss
 
 
 def _recall(trajectory: Trajectory) -> float:

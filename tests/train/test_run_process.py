@@ -1,0 +1,87 @@
+"""Run-directory writes under several processes: the main process writes each file once, the
+others write nothing and wait at the same points (issue 14 item 6).
+
+One process plays both parts here: ``run_training`` takes the process state it would get from
+accelerate, and a recording stand-in says whether it is the main process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from omegaconf import OmegaConf
+
+from grasp.paths import REPO_ROOT
+from grasp.train.trainer import run_training
+
+RUN_FILES = ("config.json", "eval_before", "eval_after", "results.json", "curves.png")
+
+
+@dataclass
+class RecordingProcess:
+    is_main_process: bool
+    waits: int = 0
+
+    def wait_for_everyone(self) -> None:
+        self.waits += 1
+
+
+def compose(run_dir, model_dir, questions, index_dir):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from grasp.config import register_configs, to_dataclass
+    from grasp.train.config import TrainConfig
+
+    register_configs()
+    overrides = [
+        "experiment=cpu_smoke",
+        f"model.name={model_dir}",
+        "model.dtype=float32",
+        "model.chat_template=model",
+        f"questions_path={questions}",
+        f"index_dir={index_dir}",
+        f"run_dir={run_dir}",
+        "grpo.lora.enabled=false",
+        "grpo.bf16=false",
+        "grpo.questions_per_step=1",
+        "grpo.max_steps=1",
+        "rollout.sampling.max_new_tokens=4",
+        "eval_questions=2",
+        "trajectories_every=0",
+    ]
+    with initialize_config_dir(str(REPO_ROOT / "configs"), version_base=None):
+        cfg = hydra_compose("train", overrides=overrides)
+    return to_dataclass(cfg, TrainConfig), OmegaConf.to_container(cfg, resolve=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_model_dir, tiny_questions_file):
+    root = tmp_path_factory.mktemp("processes")
+    index_dir = root / "index"
+    done = {}
+    for part, is_main in (("other", False), ("main", True)):
+        run_dir = root / part
+        config, resolved = compose(run_dir, tiny_model_dir, tiny_questions_file, index_dir)
+        process = RecordingProcess(is_main)
+        results = run_training(config, resolved, process=process)
+        done[part] = (run_dir, process, results)
+    return done
+
+
+def test_a_process_other_than_the_main_one_writes_no_run_file(runs):
+    run_dir, process, results = runs["other"]
+    assert not any((run_dir / name).exists() for name in RUN_FILES)
+    assert results == {}  # nothing written by a main process to read back
+    assert (run_dir / "final").is_dir()  # the trainer's own saves are gated by the trainer
+
+
+def test_the_main_process_writes_every_file_and_both_wait_alike(runs):
+    run_dir, process, results = runs["main"]
+    assert all((run_dir / name).exists() for name in RUN_FILES)
+    assert results["steps"] == 1 and "before" in results
+    lines = (run_dir / "eval_after" / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == 2  # each evaluation question once
+    # Every wait of one process is matched by the other's, or the launch would hang.
+    assert process.waits == runs["other"][1].waits >= 4
