@@ -264,7 +264,7 @@ def run_training(config: TrainConfig, resolved: dict[str, Any]) -> dict[str, Any
     before_file = run_dir / "eval_before" / "results.json"
     if config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
-    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
+    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir, eval_env=eval_env)
     last = latest_checkpoint(run_dir / "checkpoints")
     final = run_dir / "final"
     if last is not None and last.step >= config.grpo.max_steps:
@@ -421,11 +421,14 @@ def make_grpo_trainer(
     chat: ChatTokenizer,
     run_dir: Path,
     policy_for: Callable[[Any], Policy] | None = None,
+    eval_env: RetrievalEnvironment | None = None,
 ):
     """TRL's GRPOTrainer wired to our engine, reward terms and callbacks.
 
     ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
-    model (transformers) or its vLLM engine. Tests pass a scripted policy.
+    model (transformers) or its vLLM engine. Tests pass a scripted policy. ``eval_env`` is
+    where the trajectory samples of evaluation questions are played (their own index; default
+    ``env``, when the evaluation questions are in the training corpus).
     """
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -447,7 +450,8 @@ def make_grpo_trainer(
 
     def save_sample(step: int) -> None:
         policy = policy_for(trainer)
-        batch = RolloutEngine(env, policy, config.rollout.greedy(), chat=chat).run(sample)
+        engine = RolloutEngine(eval_env or env, policy, config.rollout.greedy(), chat=chat)
+        batch = engine.run(sample)
         write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
