@@ -145,6 +145,9 @@ class EvaluateConfig:
     default runs/evaluate/<policy kind>."""
     save_tokens: bool = False
     """Also write each trajectory's token ids and env mask."""
+    show: int = 0
+    """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
+    observations, answer and reward; grasp/eval/transcript.py)."""
     run_dir: str | None = None
     """A training run to evaluate in its own environment: env, index, rollout (greedy) and the
     policy come from its config.json and adapters (grasp/eval/trained.py); overriding them too
