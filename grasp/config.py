@@ -11,6 +11,7 @@ Building a config has no side effects: no directories, no devices, no environmen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,6 +145,9 @@ class EvaluateConfig:
     default runs/evaluate/<policy kind>."""
     save_tokens: bool = False
     """Also write each trajectory's token ids and env mask."""
+    show: int = 0
+    """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
+    observations, answer and reward; grasp/eval/transcript.py)."""
     run_dir: str | None = None
     """A training run to evaluate in its own environment: env, index, rollout (greedy) and the
     policy come from its config.json and adapters (grasp/eval/trained.py); overriding them too
@@ -172,6 +176,20 @@ class EvaluateConfig:
 
 
 @dataclass
+class TrainedRowConfig:
+    """A stage of a training run, evaluated as a row of the baseline table by
+    ``scripts/evaluate.py run_dir=<run_dir> stage=<stage>``: the run's own environment and
+    rollout settings, the table's datasets, n and seed."""
+
+    run_dir: str = MISSING
+    """The training run's folder (its config.json and adapters)."""
+    stage: str = "final"
+    """final, warm_start or a checkpoint folder name."""
+    label: str = MISSING
+    """The row's name in the table."""
+
+
+@dataclass
 class BaselinesConfig(EvaluateConfig):
     """scripts/baselines.py: evaluate every baseline with the same backend, then one table.
 
@@ -181,13 +199,40 @@ class BaselinesConfig(EvaluateConfig):
 
     baselines: list[str] = field(default_factory=lambda: [str(b) for b in Baseline])
     """Baselines to evaluate (configs/baseline/ names); the table lists them in its own order."""
+    trained: dict[str, Any] = field(default_factory=dict)
+    """Trained policies evaluated beside the baselines, by row name (after the baselines):
+    each a TrainedRowConfig (``+trained.NAME={run_dir:R,stage:S,label:L}``)."""
     sweep_dir: str = "runs/baselines/${policy.kind}"
-    """Folder of the sweep: one evaluation folder per baseline, table.json and table.md."""
+    """Folder of the sweep: one evaluation folder per row, table.json and table.md."""
+    context_tokens: bool = True
+    """Add the context tokens per episode to the table, counted with the tokenizer of
+    policy.model (grasp/eval/context.py)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         wanted = {parse_enum(Baseline, b, "baselines") for b in self.baselines}
         self.baselines = [b for b in Baseline if b in wanted]
+        clashing = sorted(set(self.trained) & {str(b) for b in Baseline})
+        if clashing:
+            raise ValueError(f"trained: {clashing} are baseline names; name the rows otherwise")
+        self.trained = {name: _trained_row(name, row) for name, row in self.trained.items()}
+
+
+def _trained_row(name: str, row: Any) -> TrainedRowConfig:
+    if isinstance(row, TrainedRowConfig):
+        return row
+    if isinstance(row, DictConfig):
+        row = OmegaConf.to_container(row, resolve=True)
+    if not isinstance(row, dict):
+        raise ValueError(f"trained.{name}: expected {{run_dir, stage, label}}, got {row!r}")
+    known = {f.name for f in dataclass_fields(TrainedRowConfig)}
+    unknown, missing = sorted(set(row) - known), sorted({"run_dir", "label"} - set(row))
+    if unknown or missing:
+        raise ValueError(
+            f"trained.{name}: unknown fields {unknown}, missing {missing} "
+            f"(a row has {sorted(known)})"
+        )
+    return TrainedRowConfig(**row)
 
 
 @dataclass

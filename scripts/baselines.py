@@ -14,6 +14,11 @@ finished baseline (results.json of the same configuration) is skipped; an interr
 resumes through evaluate.py's own resume; single_step_rerank is not run unless
 baseline.reranker.path is set, and its row says so.
 
+Trained policies are rows too (``trained`` in configs/baselines.yaml: row name -> run_dir,
+stage, label): each is evaluated by ``scripts/evaluate.py run_dir=R stage=S`` into
+<sweep_dir>/<row>, in the run's own environment and rollout settings (grasp/eval/trained.py),
+with the same datasets, n, seed and judge as the baselines.
+
 After each baseline, <sweep_dir>/table.json and table.md are rewritten: per dataset EM, F1,
 JD and recall with 95% bootstrap intervals and the wall time, then pooled and macro over the
 datasets, with the commit and the policy's identity once. A baseline that failed is recorded
@@ -42,7 +47,10 @@ from grasp.eval.baseline_table import (
     unmet_requirement,
     write_table,
 )
+from grasp.eval.context import TokenCounter
 from grasp.eval.sweep import job_overrides, run_job
+from grasp.eval.trained import fixed_by_run, for_trained_run
+from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 
 log = logging.getLogger("baselines")
@@ -84,6 +92,25 @@ def plan(config: BaselinesConfig, shared: list[str]) -> list[tuple[PlannedBaseli
             continue
         resolved = dataclasses.asdict(to_dataclass(cfg, EvaluateConfig))
         planned.append((PlannedBaseline(baseline, run_dir, resolved), overrides))
+    return planned + plan_trained(config, shared)
+
+
+def plan_trained(
+    config: BaselinesConfig, shared: list[str]
+) -> list[tuple[PlannedBaseline, list[str]]]:
+    """Every trained row's evaluation: the shared overrides less those the run fixes."""
+    kept = [o for o in shared if not fixed_by_run(o)]
+    planned = []
+    for name, row in config.trained.items():
+        run_dir = Path(config.sweep_dir) / name
+        overrides = [*kept, f"run_dir={row.run_dir}", f"stage={row.stage}", f"out={run_dir}"]
+        if not (Path(row.run_dir) / "config.json").is_file():
+            reason = f"no training run in {row.run_dir}"
+            planned.append((PlannedBaseline(name, run_dir, not_run=reason, label=row.label), []))
+            continue
+        cfg = to_dataclass(compose("evaluate", overrides=overrides), EvaluateConfig)
+        resolved = dataclasses.asdict(for_trained_run(cfg, overrides))
+        planned.append((PlannedBaseline(name, run_dir, resolved, label=row.label), overrides))
     return planned
 
 
@@ -97,9 +124,17 @@ def evaluate_baseline(job: PlannedBaseline, overrides: list[str]) -> None:
         log.info("%s: finished in %s, skipped", job.baseline, job.run_dir)
         return
     command = [sys.executable, str(EVALUATE_SCRIPT), *overrides]
-    log.info("%s (%s): %s", job.baseline, job.baseline.label, shlex.join(command))
+    log.info("%s (%s): %s", job.baseline, job.row_label, shlex.join(command))
     log_file = job.run_dir / "evaluate.log"
     run_job(f"baseline {job.baseline}", "scripts/evaluate.py", command, job.run_dir, log_file)
+
+
+def token_counter(config: BaselinesConfig) -> TokenCounter:
+    """Text -> tokens under the policy model's tokenizer: the context column's unit."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(prepare_model(config.policy.model)))
+    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="baselines")
@@ -111,6 +146,7 @@ def main(cfg: DictConfig) -> None:
     planned = [job for job, _ in jobs]
     datasets = [str(d.name) for d in config.dataset_configs()]
     sweep_dir = Path(config.sweep_dir)
+    count = token_counter(config) if config.context_tokens else None
     failures = []
     for job, overrides in jobs:
         try:
@@ -120,8 +156,8 @@ def main(cfg: DictConfig) -> None:
             failures.append(str(error))
         finally:
             # Rewritten after every baseline: a long sweep shows its progress.
-            write_table(sweep_dir, planned, datasets)
-    files = write_table(sweep_dir, planned, datasets)
+            write_table(sweep_dir, planned, datasets, count)
+    files = write_table(sweep_dir, planned, datasets, count)
     print(files.markdown_path.read_text())
     log.info("wrote %s and %s", files.markdown_path, files.json_path)
     if failures:

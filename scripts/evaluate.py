@@ -6,12 +6,14 @@
     python scripts/evaluate.py policy=qwen2.5_3b_vllm judge=openai judge.base_url=http://host:8000/v1
     python scripts/evaluate.py run_dir=runs/cpu_grasp                    # a trained run, its own env
     python scripts/evaluate.py run_dir=runs/cpu_grasp stage=warm_start   # the policy GRPO started from
+    python scripts/evaluate.py run_dir=results/cpu_grasp n=8 'datasets=[hotpotqa]' show=1
 
 Each dataset: a seed-42 sample of n questions (all of them where fewer exist), searched in the
 dataset's own pooled sentence index, written to out/<dataset>/ (config.json,
 trajectories.jsonl, judge_cache.jsonl, results.json, results.md). Then out/results.json and
 out/results.md: every dataset, all questions pooled, and the macro mean over datasets, each
 metric with its 95% bootstrap interval, with the code's commit and the models' identities.
+``show=K`` prints the first K trajectories of each dataset turn by turn.
 An interrupted evaluation resumes where it stopped, without judging any answer twice.
 """
 
@@ -50,6 +52,7 @@ from grasp.eval.provenance import (
 from grasp.eval.summary import NOT_RECORDED, overall_summary
 from grasp.eval.tables import results_markdown
 from grasp.eval.trained import for_trained_run
+from grasp.eval.transcript import transcript
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.serve.client import open_index
@@ -168,6 +171,8 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
             judge=judge,
             provenance=provenance,
         )
+        for trajectory in output.trajectories[: config.show]:
+            print(f"\n{transcript(trajectory)}\n")
         parts[name] = (output.trajectories, output.scores)
         per_dataset[name] = {
             k: v for k, v in output.results.items() if k not in ("config", "provenance")

@@ -1,4 +1,4 @@
-"""How tool results are shown to the policy: the text of every observation in one place.
+r"""How tool results are shown to the policy: the text of every observation in one place.
 
 Retrieved text is data. It only ever appears inside these observations, which the rollout
 places in tool-result messages and tokenizes so that special-token strings in a document
@@ -53,7 +53,7 @@ def one_line(text: str) -> str:
 
 
 def quoted(text: str) -> str:
-    """``text`` on one line between double quotes, ``\`` and ``"`` escaped with ``\``."""
+    r"""``text`` on one line between double quotes, ``\`` and ``"`` escaped with ``\``."""
     return '"' + one_line(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

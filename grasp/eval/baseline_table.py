@@ -11,7 +11,11 @@ identity once::
     write_table(sweep, planned, ["hotpotqa", "musique"])
 
 A baseline that was not run, never started, is unfinished or failed is a row that says so,
-never a dropped row.
+never a dropped row. Trained policies are rows too (``PlannedBaseline(name, run_dir, label=)``,
+``trained`` in configs/baselines.yaml): a stage of a training run evaluated by
+``scripts/evaluate.py run_dir=R stage=S`` with the table's datasets, n and seed. Given a
+token counter, each dataset and the pooled questions also get the context tokens per episode
+(``grasp/eval/context.py``): what the tools showed the policy, counted alike for every row.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
 from grasp.eval.summary import NOT_RECORDED
 from grasp.eval.sweep import (
     RunStatus,
     TableFiles,
+    as_json,
     config_differences,
     escape_cell,
+    flatten,
     markdown_table,
     read_failure,
     read_json,
@@ -71,10 +78,13 @@ _LABELS = {
 }
 
 RESULTS_FILE = "results.json"
-UNCOMPARED_FIELDS = ("out",)
-"""Where an evaluation was written: a finished one in a moved sweep folder is still finished."""
+UNCOMPARED_FIELDS = ("out", "show")
+"""Where an evaluation was written (a finished one in a moved sweep folder is still finished)
+and what it printed."""
 METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 """(results key, header) of the compared quantities."""
+CONTEXT = ("context_tokens", "context tokens")
+"""(cell key, header) of the context tokens per episode, when the table counts them."""
 
 
 def unmet_requirement(config: Mapping[str, Any]) -> str | None:
@@ -93,13 +103,24 @@ def unmet_requirement(config: Mapping[str, Any]) -> str | None:
 class PlannedBaseline:
     """One row of the table as the sweep planned it."""
 
-    baseline: Baseline
+    baseline: Baseline | str
+    """A baseline, or the name of a trained policy's row."""
     run_dir: Path
     """The evaluation's output folder (``out=``)."""
     config: dict[str, Any] | None = None
     """The resolved EvaluateConfig it runs with; None when it is not run."""
     not_run: str | None = None
     """Why the sweep leaves it out (``unmet_requirement``)."""
+    label: str | None = None
+    """The row's name in the table; a baseline's own label by default."""
+
+    @property
+    def row_label(self) -> str:
+        if self.label is not None:
+            return self.label
+        if not isinstance(self.baseline, Baseline):
+            raise ValueError(f"row {self.baseline!r}: a trained policy's row needs a label")
+        return self.baseline.label
 
 
 def is_finished(run_dir: Path, resolved: Mapping[str, Any]) -> bool:
@@ -114,7 +135,26 @@ def is_finished(run_dir: Path, resolved: Mapping[str, Any]) -> bool:
 def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -> list[str]:
     if resolved is None:
         return []
-    return [k for k in config_differences(recorded, resolved) if k not in UNCOMPARED_FIELDS]
+    recorded_keys = set(flatten(as_json(recorded)))
+    return [
+        k
+        for k in config_differences(recorded, resolved)
+        if k not in UNCOMPARED_FIELDS and not (k not in recorded_keys and _predates(k, resolved))
+    ]
+
+
+def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
+    """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
+    field is one whose value cannot have changed that evaluation's trajectories. Fields added
+    since that do change them (the hybrid search's fusion for a hybrid baseline) are
+    differences, and the baseline is evaluated again."""
+    if key.startswith("index.fusion."):  # only the hybrid search fuses rankings
+        return resolved.get("baseline", {}).get("search") != "hybrid"
+    if key == "policy.adapters":
+        return not resolved.get("policy", {}).get("adapters")
+    if key == "stage":  # read with run_dir only
+        return resolved.get("run_dir") is None
+    return False
 
 
 # --- one row -------------------------------------------------------------------------------
@@ -143,11 +183,14 @@ def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
     return cells
 
 
-def read_row(planned: PlannedBaseline, datasets: Sequence[str]) -> dict[str, Any]:
-    """One baseline's row: its status, and its values once its evaluation finished."""
+def read_row(
+    planned: PlannedBaseline, datasets: Sequence[str], count: TokenCounter | None = None
+) -> dict[str, Any]:
+    """One baseline's row: its status, and its values once its evaluation finished (with
+    the context tokens per episode when ``count`` is given)."""
     row: dict[str, Any] = {
         "baseline": str(planned.baseline),
-        "label": planned.baseline.label,
+        "label": planned.row_label,
         "run_dir": str(planned.run_dir),
         "status": str(RunStatus.MISSING),
         "note": None,
@@ -167,6 +210,8 @@ def read_row(planned: PlannedBaseline, datasets: Sequence[str]) -> dict[str, Any
     elif results_file.exists():
         results = read_json(results_file)
         row.update(_finished(results, datasets, results_file))
+        if count is not None:
+            _add_context(row, planned.run_dir, datasets, count)
         row["mismatch"] = _mismatch(results.get("config", {}), planned.config)
         if row["mismatch"]:
             row["note"] = f"not matched: differs from this sweep in {', '.join(row['mismatch'])}"
@@ -192,6 +237,22 @@ def _finished(results: Mapping[str, Any], datasets: Sequence[str], path: Path) -
     }
 
 
+def _add_context(
+    row: dict[str, Any], run_dir: Path, datasets: Sequence[str], count: TokenCounter
+) -> None:
+    """Each dataset's and the pooled context tokens per episode, from the trajectories."""
+    pooled = []
+    for dataset in datasets:
+        trajectories = read_trajectories(run_dir / dataset)
+        row["datasets"][dataset][CONTEXT[0]] = _interval_cell(context_tokens(trajectories, count))
+        pooled += trajectories
+    row["pooled"][CONTEXT[0]] = _interval_cell(context_tokens(pooled, count))
+
+
+def _interval_cell(interval: Any) -> dict[str, Any]:
+    return {"value": interval.mean, "ci": [interval.low, interval.high]}
+
+
 # --- the table -----------------------------------------------------------------------------
 
 
@@ -202,6 +263,8 @@ class BaselineTable:
     sweep_dir: Path
     datasets: list[str]
     rows: list[dict[str, Any]]
+    context_counted: bool = False
+    """Each dataset and the pooled questions have a context-tokens column."""
 
     @property
     def complete(self) -> bool:
@@ -234,6 +297,7 @@ class BaselineTable:
         return {
             "sweep_dir": str(self.sweep_dir),
             "datasets": self.datasets,
+            "context_counted": self.context_counted,
             "complete": self.complete,
             "provenance": self.provenance,
             "rows": rows,
@@ -248,17 +312,25 @@ def _get(row: Mapping[str, Any], key: str) -> Any:
 
 
 def baseline_table(
-    sweep_dir: Path, planned: Sequence[PlannedBaseline], datasets: Sequence[str]
+    sweep_dir: Path,
+    planned: Sequence[PlannedBaseline],
+    datasets: Sequence[str],
+    count: TokenCounter | None = None,
 ) -> BaselineTable:
-    """Read every planned baseline's folder; raise ValueError naming a malformed file."""
-    return BaselineTable(sweep_dir, list(datasets), [read_row(p, datasets) for p in planned])
+    """Read every planned baseline's folder; raise ValueError naming a malformed file.
+    ``count`` (text -> tokens) adds the context tokens per episode."""
+    rows = [read_row(p, datasets, count) for p in planned]
+    return BaselineTable(sweep_dir, list(datasets), rows, context_counted=count is not None)
 
 
 def write_table(
-    sweep_dir: Path, planned: Sequence[PlannedBaseline], datasets: Sequence[str]
+    sweep_dir: Path,
+    planned: Sequence[PlannedBaseline],
+    datasets: Sequence[str],
+    count: TokenCounter | None = None,
 ) -> TableFiles:
     """Build the table and write table.json and table.md in ``sweep_dir``."""
-    table = baseline_table(sweep_dir, planned, datasets)
+    table = baseline_table(sweep_dir, planned, datasets, count)
     return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
 
 
@@ -267,7 +339,14 @@ def write_table(
 
 def render_markdown(table: BaselineTable) -> str:
     """A runs table, then one table per dataset, then pooled and macro (several datasets)."""
-    lines = [f"# Baselines: {table.sweep_dir}", "", *_header(table.provenance), ""]
+    lines = [f"# Baselines: {table.sweep_dir}", "", *_header(table.provenance)]
+    if table.context_counted:
+        lines.append(
+            "- context tokens: tokens per episode of every observation the tools showed the "
+            "policy (search results, read paragraphs, refusals of malformed calls), counted "
+            "with the policy model's tokenizer for every row alike"
+        )
+    lines.append("")
     runs = []
     for row in table.rows:
         questions = "" if row["questions"] is None else str(row["questions"])
@@ -279,11 +358,17 @@ def render_markdown(table: BaselineTable) -> str:
         sections += [("overall (pooled)", "pooled"), ("overall (macro)", "macro")]
     for title, part in sections:
         lines += ["", f"## {title}", ""]
+        context = table.context_counted and part != "macro"
         header = ["baseline", *(label for _, label in METRICS)]
+        if context:
+            header.append(CONTEXT[1])
         if part != "macro":
             header.append("wall s")
         cells = [
-            [_name(row), *_metric_cells(_part(row, part), part == "macro", _scored(row, part))]
+            [
+                _name(row),
+                *_metric_cells(_part(row, part), part == "macro", _scored(row, part), context),
+            ]
             for row in table.rows
         ]
         lines += markdown_table(header, cells)
@@ -337,12 +422,17 @@ def _seconds(value: float | None) -> str:
 
 
 def _metric_cells(
-    metrics: Mapping[str, Any] | None, macro: bool, scored: Mapping[str, int] | None
+    metrics: Mapping[str, Any] | None,
+    macro: bool,
+    scored: Mapping[str, int] | None,
+    context: bool = False,
 ) -> list[str]:
-    width = len(METRICS) + (0 if macro else 1)
+    width = len(METRICS) + (0 if macro else 1) + int(context)
     if metrics is None:
         return ["—"] * width
     cells = [_format(metrics[key]) for key, _ in METRICS]
+    if context:
+        cells.append(_format_tokens(metrics[CONTEXT[0]]))
     if scored is not None and scored["scored"] < scored["answers"]:
         jd = [key for key, _ in METRICS].index("jd")
         cells[jd] += f" ({scored['scored']}/{scored['answers']} scored)"
@@ -356,6 +446,11 @@ def _metric_cells(
             wall += f" ({timed}/{total} timed)"
         cells.append(wall)
     return cells
+
+
+def _format_tokens(cell: Mapping[str, Any]) -> str:
+    low, high = cell["ci"]
+    return f"{cell['value']:.0f} [{low:.0f}, {high:.0f}]"
 
 
 def _format(cell: Mapping[str, Any]) -> str:

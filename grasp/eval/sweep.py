@@ -53,7 +53,7 @@ def job_overrides(
     task_overrides: Sequence[str], sweep_fields: Collection[str], refused: Mapping[str, str]
 ) -> list[str]:
     """The sweep's command-line overrides that its jobs' script takes: those of
-    ``sweep_fields`` (the sweep's own settings) left out.
+    ``sweep_fields`` (the sweep's own settings, and the fields under them) left out.
 
     A key of ``refused`` (set per job by the sweep) raises ValueError with its message.
     """
@@ -63,7 +63,7 @@ def job_overrides(
         key = override.key_or_group
         if key in refused:
             raise ValueError(f"{key}= cannot be set: {refused[key]}")
-        if key not in sweep_fields:
+        if key.split(".")[0] not in sweep_fields:
             kept.append(text)
     return kept
 
@@ -140,19 +140,20 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as {dotted key: leaf value}."""
     if not isinstance(tree, dict):
         return {prefix[:-1]: tree}
     flat: dict[str, Any] = {}
     for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}{key}."))
+        flat.update(flatten(value, f"{prefix}{key}."))
     return flat
 
 
 def config_differences(config: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
     """Keys (dotted) whose values differ between two resolved configurations, as they read
     once written to JSON (enums as their values, tuples as lists)."""
-    a, b = _flatten(as_json(config)), _flatten(as_json(reference))
+    a, b = flatten(as_json(config)), flatten(as_json(reference))
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 

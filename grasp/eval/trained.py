@@ -45,9 +45,14 @@ def load_train_config(run_dir: Path) -> TrainConfig:
     return OmegaConf.to_object(merged)
 
 
+def fixed_by_run(override: str) -> bool:
+    """True when a command-line override sets a config group that a trained run fixes."""
+    return override.lstrip("+~").split("=")[0].split(".")[0] in RUN_OWNED
+
+
 def check_overrides(overrides: Sequence[str]) -> None:
     """Refuse command-line overrides of what the run fixes (see the module docstring)."""
-    clashing = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in RUN_OWNED]
+    clashing = [o for o in overrides if fixed_by_run(o)]
     if clashing:
         raise ValueError(
             f"{clashing} would change what the trained run fixes ({', '.join(RUN_OWNED)} come "

@@ -298,7 +298,7 @@ def run_training(
     if main and config.eval_before and not before_file.exists():
         evaluate(loaded.model, "eval_before")
     process.wait_for_everyone()
-    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir)
+    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir, eval_env=setup.eval_env)
     final = run_dir / "final"
     _train_or_reload(config, trainer, final)
     step = trainer.state.global_step
@@ -506,11 +506,14 @@ def make_grpo_trainer(
     chat: ChatTokenizer,
     run_dir: Path,
     policy_for: Callable[[Any], Policy] | None = None,
+    eval_env: RetrievalEnvironment | None = None,
 ):
     """TRL's GRPOTrainer wired to our engine, reward terms and callbacks.
 
     ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
-    model (transformers) or its vLLM engine. Tests pass a scripted policy.
+    model (transformers) or its vLLM engine. Tests pass a scripted policy. ``eval_env`` is
+    where the trajectory samples of evaluation questions are played (their own index; default
+    ``env``, when the evaluation questions are in the training corpus).
     """
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -532,7 +535,8 @@ def make_grpo_trainer(
 
     def save_sample(step: int) -> None:
         policy = policy_for(trainer)
-        batch = RolloutEngine(env, policy, config.rollout.greedy(), chat=chat).run(sample)
+        engine = RolloutEngine(eval_env or env, policy, config.rollout.greedy(), chat=chat)
+        batch = engine.run(sample)
         weights = sample_weights_step(trainer, config.grpo.use_vllm)
         for trajectory in batch.trajectories:
             trajectory.extra[WEIGHTS_STEP_KEY] = weights

@@ -210,3 +210,96 @@ def test_a_dataset_with_no_timed_batch_says_not_recorded(sweep):
         in markdown
     )
     assert "(0/4 timed)" not in markdown
+
+
+def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_trajectories(sweep):
+    run_dir = sweep / "direct"
+    write_results(run_dir, em=0.5)  # recorded before index.fusion and policy.adapters existed
+    fusion = {"method": "score", "depth": 20}
+    later = {**config(run_dir), "index": {"fusion": fusion}, "policy": {"adapters": []}}
+    assert is_finished(run_dir, later)  # a lexical or dense search never fuses
+    hybrid = {**later, "baseline": {"kind": "x", "search": "hybrid"}}
+    assert not is_finished(run_dir, hybrid)  # the hybrid search ranks by the fusion
+    [row] = baseline_table(sweep, [planned(sweep, "direct", config=hybrid)], DATASETS).rows
+    assert row["mismatch"] == ["baseline.search", "index.fusion.depth", "index.fusion.method"]
+    adapted = {**later, "policy": {"adapters": ["/run/final"]}}
+    assert not is_finished(run_dir, adapted)  # another model
+    recorded = json.loads((run_dir / "results.json").read_text())
+    recorded["config"]["index"] = {"fusion": {"method": "rrf", "depth": 50}}
+    (run_dir / "results.json").write_text(json.dumps(recorded))
+    assert not is_finished(run_dir, later)  # recorded with another fusion: a difference
+
+
+def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> None:
+    records = []
+    for number, texts in enumerate(observations):
+        turns = [{"text": "t", "call": None, "error": None, "observation": o} for o in texts]
+        records.append(
+            {
+                "episode_id": f"q{number}#0",
+                "question_id": f"q{number}",
+                "dataset": folder.name,
+                "group_id": number,
+                "sample_index": 0,
+                "question": "?",
+                "gold_answers": ["a"],
+                "gold_paragraph_ids": [1],
+                "turns": turns,
+                "stop_reason": "answered",
+                "answer": "a",
+                "turns_used": len(turns),
+                "turn_budget": 4,
+                "semantic_paragraph_ids": [],
+                "keyword_paragraph_ids": [],
+                "read_paragraph_ids": [],
+                "tool_calls": {},
+                "errors": {},
+                "reward": {},
+            }
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_context_tokens_count_every_observation_of_an_episode_and_trained_rows_have_labels(
+    sweep,
+):
+    write_results(sweep / "direct", em=0.5)
+    _write_trajectories(sweep / "direct" / "hotpotqa", [["a b c", None], ["a b c d e f g"]])
+    _write_trajectories(sweep / "direct" / "musique", [["one two", "three", None]])
+    write_results(sweep / "grasp", em=0.25)
+    _write_trajectories(sweep / "grasp" / "hotpotqa", [["x"], ["x y z"]])
+    _write_trajectories(sweep / "grasp" / "musique", [[]])
+    trained = PlannedBaseline("grasp", sweep / "grasp", config(sweep / "grasp"), label="GRASP")
+    table = baseline_table(sweep, [planned(sweep, "direct"), trained], DATASETS, count=words)
+    direct, grasp = table.rows
+    assert direct["datasets"]["hotpotqa"]["context_tokens"] == {"value": 5.0, "ci": [3.0, 7.0]}
+    assert direct["datasets"]["musique"]["context_tokens"] == {"value": 3.0, "ci": [3.0, 3.0]}
+    pooled = direct["pooled"]["context_tokens"]
+    assert pooled["value"] == pytest.approx(13 / 3) and 3.0 <= pooled["ci"][0] <= pooled["ci"][1]
+    assert grasp["datasets"]["musique"]["context_tokens"]["value"] == 0.0
+    assert (grasp["baseline"], grasp["label"], grasp["status"]) == ("grasp", "GRASP", "finished")
+    assert table.as_json()["context_counted"] is True
+    markdown = table.markdown()
+    assert "| baseline | EM | F1 | JD | recall | context tokens | wall s |" in markdown
+    assert "| baseline | EM | F1 | JD | recall |\n" in markdown  # macro: no context column
+    assert "| 0.500 [0.250, 0.750] | 5 [3, 7] | 2.0 |" in markdown
+    assert "| GRASP (`grasp`) | 0.250 [0.000, 0.500] |" in markdown
+    assert "- context tokens: tokens per episode of every observation" in markdown
+    assert "context tokens" not in baseline_table(sweep, [trained], DATASETS).markdown()
+    with pytest.raises(ValueError, match="a trained policy's row needs a label"):
+        baseline_table(sweep, [PlannedBaseline("grasp", sweep / "grasp")], DATASETS)
+
+
+def test_a_damaged_trajectory_file_is_named(sweep):
+    write_results(sweep / "direct", em=0.5)
+    _write_trajectories(sweep / "direct" / "hotpotqa", [["a"]])
+    _write_trajectories(sweep / "direct" / "musique", [["a"]])
+    with (sweep / "direct" / "musique" / "trajectories.jsonl").open("a") as handle:
+        handle.write('{"episode_id": 1}\n')
+    with pytest.raises(ValueError, match=r"musique/trajectories.jsonl: line 2 is not a traj"):
+        baseline_table(sweep, [planned(sweep, "direct")], DATASETS, count=words)

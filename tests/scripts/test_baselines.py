@@ -47,10 +47,23 @@ def test_every_baseline_config_is_a_row():
 
 def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
     swept = OmegaConf.to_container(compose("baselines", overrides=["baseline=ircot"]), resolve=True)
-    assert (swept.pop("baselines"), swept.pop("sweep_dir")) == (
+    assert (swept.pop("baselines"), swept.pop("sweep_dir"), swept.pop("context_tokens")) == (
         [str(b) for b in Baseline],
         "runs/baselines/hf",
+        True,
     )
+    assert swept.pop("trained") == {
+        "cpu_grasp": {
+            "run_dir": "results/cpu_grasp",
+            "stage": "final",
+            "label": "GRASP, cpu_grasp (after GRPO)",
+        },
+        "cpu_grasp_warm_start": {
+            "run_dir": "results/cpu_grasp",
+            "stage": "warm_start",
+            "label": "cpu_grasp warm start (before GRPO)",
+        },
+    }
     evaluated = compose("evaluate", overrides=["policy=hf", "baseline=ircot"])
     assert swept == OmegaConf.to_container(evaluated, resolve=True)
 
@@ -58,6 +71,7 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
 def test_every_baseline_is_planned_as_evaluate_py_composes_it(baselines, hydra_configs):
     task = ["n=7", "baselines=[ircot,direct,single_step_rerank]", "sweep_dir=/s"]
     config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
+    config.trained = {}  # their rows: test_trained_rows_are_evaluated_in_their_runs_environment
     assert config.baselines == ["direct", "single_step_rerank", "ircot"]  # the table's order
     shared = baselines.evaluate_overrides(task, {"policy": "hf"})
     assert shared == ["policy=hf", "n=7"]
@@ -82,10 +96,52 @@ def test_every_baseline_is_planned_as_evaluate_py_composes_it(baselines, hydra_c
 
     task = ["policy=openai", "baselines=[single_step_rerank]", "baseline.reranker.path=/m"]
     config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
+    config.trained = {}
     shared = baselines.evaluate_overrides(task, {"policy": "openai"})
     [(job, _)] = baselines.plan(config, shared)
     assert job.not_run is None and job.config["baseline"]["reranker"]["path"] == "/m"
     assert job.run_dir == Path("runs/baselines/openai/single_step_rerank")
+
+
+def _trained_run(run: Path) -> Path:
+    """A run folder as a LoRA run with a warm start leaves it (no weights: none are read)."""
+    from grasp.env.environment import EnvConfig
+    from grasp.train.config import TrainConfig
+    from grasp.train.warm_start import WarmStartSettings
+
+    (run / "warm_start" / "adapter").mkdir(parents=True)
+    (run / "warm_start" / "adapter" / "adapter_config.json").write_text("{}")
+    (run / "final").mkdir()
+    config = TrainConfig(env=EnvConfig(turn_budget=3), warm_start=WarmStartSettings(enabled=True))
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(config), default=str))
+    return run
+
+
+def test_trained_rows_are_evaluated_in_their_runs_environment(baselines, hydra_configs, tmp_path):
+    run = _trained_run(tmp_path / "run")
+    task = ["n=7", "baselines=[direct]", "sweep_dir=/s"]
+    task.append(f"+trained.mine={{run_dir:'{run}',stage:warm_start,label:Mine}}")
+    task.append(f"+trained.gone={{run_dir:'{tmp_path / 'gone'}',label:Gone}}")
+    config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
+    assert list(config.trained) == ["cpu_grasp", "cpu_grasp_warm_start", "mine", "gone"]
+    config.trained = {name: config.trained[name] for name in ("mine", "gone")}
+    shared = baselines.evaluate_overrides(task, {"policy": "hf"})
+    assert shared == ["policy=hf", "n=7"]
+    direct, (mine, mine_overrides), (gone, _) = baselines.plan(config, shared)
+    assert str(direct[0].baseline) == "direct"
+    # policy=hf is the run's to fix: dropped, not refused.
+    assert mine_overrides == ["n=7", f"run_dir={run}", "stage=warm_start", "out=/s/mine"]
+    assert (mine.baseline, mine.row_label, mine.run_dir) == ("mine", "Mine", Path("/s/mine"))
+    assert mine.config["n"] == 7 and mine.config["out"] == "/s/mine"
+    assert mine.config["env"]["turn_budget"] == 3  # the run's, not evaluate.yaml's
+    assert mine.config["rollout"]["sampling"]["temperature"] == 0.0  # greedy
+    assert mine.config["policy"]["adapters"] == [str(run / "warm_start" / "adapter")]
+    assert (gone.not_run, gone.config) == (f"no training run in {tmp_path / 'gone'}", None)
+    with pytest.raises(ValueError, match=r"trained: \['direct'\] are baseline names"):
+        to_dataclass(
+            compose("baselines", overrides=["+trained.direct={run_dir:/r,label:D}"]),
+            BaselinesConfig,
+        )
 
 
 def test_unknown_baseline_and_per_job_fields_are_refused(baselines, hydra_configs):

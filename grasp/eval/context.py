@@ -1,0 +1,49 @@
+"""Context tokens: how much text the tools showed a policy in one episode.
+
+The paper's claim is recall at a smaller context: GRASP reads sentences, and a paragraph only
+when it asks for one, where a single-step pipeline puts whole paragraphs in the prompt. The
+count is the same for every row of the baseline table, agent or pipeline: the tokens of
+every observation of an episode (search results, read paragraphs, and the refusals of
+malformed calls, which the policy reads too), under one tokenizer::
+
+    count = lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+    context_tokens(read_trajectories(Path("results/baselines/hf/ircot/hotpotqa")), count)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from grasp.metrics import ConfidenceInterval, bootstrap_ci
+from grasp.rollout.trajectory import Trajectory
+
+TokenCounter = Callable[[str], int]
+"""Text -> its number of tokens."""
+TRAJECTORIES_FILE = "trajectories.jsonl"
+
+
+def observation_tokens(trajectory: Trajectory, count: TokenCounter) -> int:
+    """Tokens of every observation the episode's policy was shown."""
+    return sum(count(turn["observation"]) for turn in trajectory.turns if turn.get("observation"))
+
+
+def context_tokens(trajectories: Sequence[Trajectory], count: TokenCounter) -> ConfidenceInterval:
+    """Mean observation tokens per episode, with its 95% bootstrap interval."""
+    return bootstrap_ci([observation_tokens(t, count) for t in trajectories])
+
+
+def read_trajectories(folder: Path) -> list[Trajectory]:
+    """The trajectories of one finished evaluation folder (read only: a finished evaluation
+    has no torn line; a line that is not a trajectory is named)."""
+    path = folder / TRAJECTORIES_FILE
+    trajectories = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            trajectories.append(Trajectory.from_json(json.loads(line)))
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: line {number} is not a trajectory ({error})") from None
+    return trajectories

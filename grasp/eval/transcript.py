@@ -1,0 +1,53 @@
+"""A trajectory as text, turn by turn: what a reader checks first in an episode.
+
+The question and its gold, then every turn: the tool called with its arguments (or why the
+turn was refused, with what the model wrote), the observation the policy read, then the
+answer, the stop reason and the reward's terms::
+
+    print(transcript(trajectory))        # scripts/evaluate.py show=1 prints one per dataset
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from grasp.rollout.trajectory import Trajectory
+
+REWARD_TERMS = ("R_A", "R_R", "R_S", "R_E", "R_F", "total")
+
+
+def transcript(trajectory: Trajectory, observation_lines: int = 8) -> str:
+    """The episode turn by turn; each observation shows at most ``observation_lines`` lines."""
+    t = trajectory
+    lines = [
+        f"question ({t.dataset} {t.question_id}): {t.question}",
+        f"gold answer: {' | '.join(t.gold_answers)}; gold paragraphs: {t.gold_paragraph_ids}",
+    ]
+    for number, turn in enumerate(t.turns, start=1):
+        call = turn.get("call")
+        if call:
+            arguments = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+            lines.append(f"turn {number}: {call['name']} {arguments}")
+        else:
+            written = " ".join(str(turn.get("text", "")).split())
+            lines.append(f"turn {number}: refused ({turn.get('error')}): {written[:200]}")
+        observation = turn.get("observation")
+        if observation:
+            shown = observation.splitlines()
+            kept = shown[:observation_lines]
+            if len(shown) > observation_lines:
+                kept.append(f"... ({len(shown) - observation_lines} more lines)")
+            lines += [textwrap.indent(line, "    | ") for line in kept]
+    lines.append(f"answer: {t.answer!r} (stop: {t.stop_reason}, {t.turns_used} turns)")
+    reward = "  ".join(
+        f"{term} {t.reward[f'reward/{term}']:.3f}"
+        for term in REWARD_TERMS
+        if f"reward/{term}" in t.reward
+    )
+    lines.append(f"reward: {reward}")
+    lines.append(
+        f"EM {t.reward.get('answer/em', 0.0):.0f}  F1 {t.reward.get('answer/f1', 0.0):.3f}  "
+        f"read paragraphs: {t.read_paragraph_ids}"
+    )
+    return "\n".join(lines)

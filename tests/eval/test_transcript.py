@@ -1,0 +1,74 @@
+"""A trajectory printed turn by turn: calls, refusals, observations, answer and reward."""
+
+from __future__ import annotations
+
+from grasp.eval.transcript import transcript
+from grasp.rollout.trajectory import Trajectory
+
+
+def trajectory() -> Trajectory:
+    search = {"name": "semantic_search", "arguments": {"query": "Carondelet Canal opened"}}
+    observation = "\n".join(f"{i}. [s{i} p{i}] sentence {i}" for i in range(1, 6))
+    return Trajectory(
+        episode_id="q1#0",
+        question_id="q1",
+        dataset="hotpotqa",
+        group_id=0,
+        sample_index=0,
+        question="Which canal began operating first?",
+        gold_answers=["Carondelet Canal", "the Carondelet"],
+        gold_paragraph_ids=[3, 7],
+        turns=[
+            {"text": "...", "call": search, "error": None, "observation": observation},
+            {
+                "text": '<tool_call>\n{"name": "read_paragraph", "arguments": {"sentence_id": "x"}}',
+                "call": None,
+                "error": "invalid_argument",
+                "observation": "Error: sentence_id must be an integer id",
+            },
+            {
+                "text": "...",
+                "call": {"name": "answer", "arguments": {"answer": "Carondelet Canal"}},
+                "error": None,
+                "observation": None,
+            },
+        ],
+        stop_reason="answered",
+        answer="Carondelet Canal",
+        turns_used=3,
+        turn_budget=5,
+        semantic_paragraph_ids=[1, 2, 3, 4, 5],
+        keyword_paragraph_ids=[],
+        read_paragraph_ids=[],
+        tool_calls={"semantic_search": 1, "answer": 1},
+        errors={"invalid_argument": 1},
+        reward={
+            "reward/R_A": 1.0,
+            "reward/R_R": 0.0,
+            "reward/R_S": 0.0,
+            "reward/R_E": 0.4,
+            "reward/total": 1.06,
+            "answer/em": 1.0,
+            "answer/f1": 1.0,
+        },
+    )
+
+
+def test_a_transcript_shows_each_turn_its_observation_and_the_reward():
+    text = transcript(trajectory(), observation_lines=3)
+    assert text.splitlines() == [
+        "question (hotpotqa q1): Which canal began operating first?",
+        "gold answer: Carondelet Canal | the Carondelet; gold paragraphs: [3, 7]",
+        'turn 1: semantic_search {"query": "Carondelet Canal opened"}',
+        "    | 1. [s1 p1] sentence 1",
+        "    | 2. [s2 p2] sentence 2",
+        "    | 3. [s3 p3] sentence 3",
+        "    | ... (2 more lines)",
+        'turn 2: refused (invalid_argument): <tool_call> {"name": "read_paragraph", '
+        '"arguments": {"sentence_id": "x"}}',
+        "    | Error: sentence_id must be an integer id",
+        'turn 3: answer {"answer": "Carondelet Canal"}',
+        "answer: 'Carondelet Canal' (stop: answered, 3 turns)",
+        "reward: R_A 1.000  R_R 0.000  R_S 0.000  R_E 0.400  total 1.060",
+        "EM 1  F1 1.000  read paragraphs: []",
+    ]
