@@ -11,7 +11,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from grasp.eval.jsonl import end_last_line
-from grasp.train.metrics_log import METRICS_FILE, read_metrics
+from grasp.train.metrics_log import METRICS_FILE, drop_records_after, read_metrics
 from grasp.train.rollout_adapter import RolloutStats
 
 __all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
@@ -32,6 +32,13 @@ class MetricsFileCallback(TrainerCallback):
         self._step_started = 0.0
         self._last_step_s = 0.0
         self._last_rollout_s = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """A resumed run starts at its checkpoint's step: the records of later steps (played
+        by the killed attempt after that checkpoint) are dropped, since those steps are played
+        again, so that each step is logged once."""
+        if state.is_world_process_zero and state.global_step > 0:
+            drop_records_after(self.path, state.global_step)
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()

@@ -34,3 +34,28 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
             continue
         by_key[key] = record
     return [by_key[k] for k in sorted(by_key)]
+
+
+def drop_records_after(path: Path, step: int) -> int:
+    """Rewrite ``path`` without the records of steps after ``step`` (and without a torn line);
+    the number of lines dropped. The file is replaced whole, so a kill leaves either file."""
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        try:
+            later = int(json.loads(line)["step"]) > step
+        except (ValueError, KeyError, TypeError, RecursionError):
+            later = True  # a torn write
+        if later:
+            dropped += 1
+        else:
+            kept.append(line)
+    if dropped:
+        partial = path.with_suffix(".jsonl.partial")
+        partial.write_bytes(b"".join(line + b"\n" for line in kept))
+        partial.replace(path)
+        log.info("%s: resuming at step %d, dropped %d later records", path, step, dropped)
+    return dropped
