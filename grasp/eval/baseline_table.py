@@ -145,11 +145,12 @@ def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -
 
 def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
     """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
-    field is one whose value cannot have changed that evaluation's trajectories. Fields added
-    since that do change them (the hybrid search's fusion for a hybrid baseline) are
-    differences, and the baseline is evaluated again."""
-    if key.startswith("index.fusion."):  # only the hybrid search fuses rankings
-        return resolved.get("baseline", {}).get("search") != "hybrid"
+    field is one whose value cannot have changed that evaluation's trajectories. A field
+    added since that can change them is a difference, and the baseline is evaluated again."""
+    if key.startswith("index.fusion."):
+        # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
+        # (single_step_hybrid fuses the environment's two searches itself).
+        return True
     if key == "policy.adapters":
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
