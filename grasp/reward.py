@@ -41,9 +41,20 @@ class RewardConfig:
     delta: float = 0.0
     """Weight of R_F, the share of turns that were valid tool calls, paid only when the episode
     retrieved something. Not in the paper (0 by default): format shaping for tiny models."""
+    retrieval_needs_answer: bool = False
+    """Pay R_R and R_S only to episodes that answered. Not in the paper (off by default): where
+    R_A is almost never earned (SmolLM2-135M), R_S is the only term a group's samples differ
+    in, and GRPO learned to search until the turn budget ran out without answering."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.retrieval_needs_answer, bool):
+            raise ValueError(
+                "RewardConfig.retrieval_needs_answer must be true or false, got "
+                f"{self.retrieval_needs_answer!r}"
+            )
         for f in fields(self):
+            if f.name == "retrieval_needs_answer":
+                continue
             value = getattr(self, f.name)
             # bool is an int subclass; a True weight is a config typo, not 1.0.
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -109,7 +120,7 @@ def compute_reward(
     """Score one finished episode.
 
     An episode that never answered gets R_A = EM = R_E = 0 but keeps the R_R and R_S its
-    reads and searches earned.
+    reads and searches earned, unless ``config.retrieval_needs_answer``.
 
     Raises:
         ValueError: if ``evidence.turn_budget`` < 1.
@@ -124,6 +135,8 @@ def compute_reward(
     r_search = float(
         bool(evidence.semantic_paragraph_ids & gold) and bool(evidence.keyword_paragraph_ids & gold)
     )
+    if config.retrieval_needs_answer and not answered:
+        r_read = r_search = 0.0
     r_efficiency = efficiency if answered and f1 > config.efficiency_answer_threshold else 0.0
     # R_F pays only episodes that retrieved something: otherwise an immediate answer is the
     # cheapest valid call, and a policy learns to skip the tools (seen on SmolLM2-135M).

@@ -250,7 +250,22 @@ def test_config_stores_floats() -> None:
     # Not frozen: Hydra overrides (reward.alpha=0) must be able to set the fields.
     config = RewardConfig(alpha=1, beta=0, gamma=2)
     assert (config.alpha, config.beta, config.gamma) == (1.0, 0.0, 2.0)
-    assert all(type(getattr(config, f.name)) is float for f in fields(config))
+    weights = [f for f in fields(config) if f.name != "retrieval_needs_answer"]
+    assert all(type(getattr(config, f.name)) is float for f in weights)
+
+
+def test_retrieval_terms_can_require_an_answer() -> None:
+    searched = {"semantic": (1, 7), "keyword": (2, 8), "read": (1, 2), "turns_used": 4}
+    gated = RewardConfig(retrieval_needs_answer=True)
+    # No answer: with the gate, nothing; without it, R_R + R_S (0.7 + 0.15).
+    assert_breakdown(compute_reward(make_evidence(answer=None, **searched)), 0, 1, 1, 0, 0.85)
+    assert_breakdown(compute_reward(make_evidence(answer=None, **searched), gated), 0, 0, 0, 0, 0)
+    # A wrong answer keeps them: the gate asks for an answer, not a right one.
+    wrong = make_evidence(answer="cat", gold_answers=("dog",), **searched)
+    assert_breakdown(compute_reward(wrong, gated), 0, 1, 1, 0, 0.85)
+    assert compute_reward(FULL, gated) == compute_reward(FULL)
+    with pytest.raises(ValueError, match="retrieval_needs_answer must be true or false"):
+        RewardConfig(retrieval_needs_answer=1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
