@@ -30,7 +30,18 @@ from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
 from grasp.serve.config import ServiceConfig
 from grasp.train.config import TrainConfig
-from grasp.types import DatasetName, Granularity, Retriever, StrEnum, parse_enum
+from grasp.types import (
+    DatasetName,
+    Granularity,
+    Retriever,
+    StrEnum,
+    check_choice,
+    check_range,
+    parse_enum,
+)
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+"""uvicorn's log levels (``uvicorn.config.LOG_LEVELS``), which it matches in any case."""
 
 T = TypeVar("T")
 
@@ -65,6 +76,9 @@ class PrepareDataConfig:
     """Sampling seed (the paper protocol: 42)."""
     out: str = MISSING
     """Output JSONL path."""
+
+    def __post_init__(self) -> None:
+        check_range("n", self.n, low=1)
 
 
 @dataclass
@@ -106,6 +120,8 @@ class EvalRetrievalConfig:
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)
+        check_range("n", self.n, low=1)
 
 
 @dataclass
@@ -160,6 +176,16 @@ class EvaluateConfig:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
         if len(set(self.datasets)) != len(self.datasets):
             raise ValueError(f"datasets lists a dataset twice: {self.datasets}")
+        # n=0 and batch_questions=0 failed only after the first index was built.
+        check_range("n", self.n, low=1)
+        check_range("batch_questions", self.batch_questions, low=1)
+        check_range("show", self.show, low=0)
+
+    def validate(self) -> None:
+        """The checks of the parts that validate on request (env, judge): scripts/evaluate.py
+        runs them before it reads any file."""
+        self.env.validate()
+        self.judge.validate()
 
     def dataset_configs(self) -> list[DatasetConfig]:
         """The datasets to evaluate, in order, with the file each one reads."""
@@ -299,6 +325,7 @@ class AblateConfig(TrainConfig):
     --config_file, configs/accelerate/zero2.yaml, --num_processes, 2]; empty: this Python."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.variants = [parse_enum(Ablation, v, "variants") for v in self.variants]
         self.compare = parse_enum(CompareMode, self.compare, "compare")
 
@@ -321,6 +348,7 @@ class BenchTrainStepConfig(TrainConfig):
     """JSON output path; default runs/bench_train_step-<experiment>.json."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.warmup_steps < 0 or self.timed_steps < 1:
             raise ValueError("warmup_steps must be >= 0 and timed_steps >= 1")
 
@@ -432,6 +460,12 @@ class ServeRetrievalConfig:
     """uvicorn's log level (warning hides the per-request access log)."""
     keep_alive_s: int = 120
     """Seconds an idle client connection stays open (clients reuse theirs between turns)."""
+
+    def __post_init__(self) -> None:
+        # Both failed only once the index was loaded, when uvicorn started.
+        check_range("port", self.port, low=1, high=65535)
+        check_choice("log_level", self.log_level.lower(), LOG_LEVELS)
+        check_range("keep_alive_s", self.keep_alive_s, low=0)
 
 
 @dataclass

@@ -40,6 +40,30 @@ def parse_enum(enum_type: type[E], value: object, field_name: str) -> E:
         raise ValueError(f"{field_name}={value!r} is not one of: {allowed}") from None
 
 
+def check_range(
+    field_name: str, value: float, low: float | None = None, high: float | None = None
+) -> None:
+    """Raise a ValueError naming the config field when ``value`` lies outside ``[low, high]``.
+
+    A bound of None is open. Config dataclasses call this from ``__post_init__`` (or their
+    ``validate``), so that a value that cannot work fails when the config is built, before
+    any index is built or any model loaded.
+    """
+    if low is not None and value < low:
+        raise ValueError(f"{field_name} must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{field_name} must be at most {high}, got {value}")
+
+
+def check_choice(field_name: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Raise a ValueError naming the config field when ``value`` is not one of ``allowed``.
+
+    For closed sets owned by a library (TRL's loss types...), kept as strings for it.
+    """
+    if value not in allowed:
+        raise ValueError(f"{field_name}={value!r} is not one of: {', '.join(allowed)}")
+
+
 class DatasetName(StrEnum):
     """The multi-hop QA benchmarks grasp loads."""
 

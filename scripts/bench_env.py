@@ -56,6 +56,7 @@ def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_env")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchEnvConfig)
+    config.env.validate()  # before the index build
     name = config.dataset.name
     questions = load_questions(name, "normalized", path=dataset_path(config.dataset, config.split))
     directory = default_index_dir(name, config.split)

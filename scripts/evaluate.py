@@ -40,7 +40,7 @@ from grasp.config import (
     to_dataclass,
 )
 from grasp.data import DataSource, load_questions, sample_questions
-from grasp.env.environment import RetrievalEnvironment
+from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.judge import build_judge
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import (
@@ -143,8 +143,7 @@ def prepare_dataset(
 
 def run(config: EvaluateConfig) -> dict[str, Any]:
     """Evaluate every configured dataset, then write and return the overall results."""
-    config.env.validate()
-    config.judge.validate()
+    config.validate()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "evaluate" / config.policy.kind
     provenance = {
         "code": code_version(),
@@ -156,6 +155,8 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
     parts, per_dataset = {}, {}
     # Every input is read first: a bad file of the last dataset must not wait for the others.
     inputs = [(dataset, load_dataset(config, dataset)) for dataset in config.dataset_configs()]
+    for _, loaded in inputs:  # before any index is built
+        check_top_k(config.env, loaded.questions)
     for dataset, loaded in inputs:
         name = str(dataset.name)
         setup = prepare_dataset(config, dataset, loaded)

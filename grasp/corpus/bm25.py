@@ -29,6 +29,11 @@ from bm25s.scoring import (
 )
 from bm25s.tokenization import _infer_stopwords
 
+from grasp.types import check_choice
+
+BM25_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+"""The scoring variants of bm25s (``bm25s.scoring._select_tfc_scorer``)."""
+
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 """bm25s.tokenize's default token pattern (the one of scikit-learn's CountVectorizer)."""
 
@@ -47,6 +52,22 @@ class BM25Config:
     """Snowball stemmer language (PyStemmer), or empty for none."""
     stopwords: str = "en"
     """bm25s stopword list, or empty for none."""
+
+    def __post_init__(self) -> None:
+        # Checked with bm25s's and PyStemmer's own lookups, so that a misspelled value fails
+        # when the config is built, not once the corpus is pooled and the build reaches BM25.
+        check_choice("index.bm25.method", self.method, BM25_METHODS)
+        try:
+            _infer_stopwords(self.stopwords or None)
+        except ValueError as error:
+            raise ValueError(f"index.bm25.stopwords={self.stopwords!r}: {error}") from None
+        try:
+            _make_stemmer(self.stemmer)
+        except KeyError:
+            raise ValueError(
+                f"index.bm25.stemmer={self.stemmer!r} is not a PyStemmer language "
+                "(Stemmer.algorithms(): english, porter, german...), or empty for none"
+            ) from None
 
 
 class KeywordIndex:

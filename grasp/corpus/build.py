@@ -68,7 +68,7 @@ from grasp.corpus.manifest import (
     library_versions,
     stable_hash,
 )
-from grasp.types import Granularity, Question, StrEnum, parse_enum
+from grasp.types import Granularity, Question, StrEnum, check_range, parse_enum
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,15 @@ class IndexConfig:
         # A value outside the enum must fail here, at config load: compared as a string, a
         # misspelled "checksums" silently meant "size" (issue 18, 5.3).
         self.verify = parse_enum(VerifyMode, self.verify, "index.verify")
+        # Kept as strings (they go into the manifest as written); [] built an empty index.
+        for granularity in self.granularities:
+            parse_enum(Granularity, granularity, "index.granularities")
+        if not self.granularities or len(set(self.granularities)) != len(self.granularities):
+            raise ValueError(
+                "index.granularities must list sentence and/or paragraph, each once, "
+                f"got {list(self.granularities)}"
+            )
+        check_range("index.shard_size", self.shard_size, low=1)
         if isinstance(self.fusion, dict):  # as rebuilt from JSON (the retrieval client)
             self.fusion = FusionConfig(**self.fusion)
 

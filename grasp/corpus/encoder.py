@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from grasp.types import check_range
+
 WHEEL_PREFIX = "wheel:"
 
 
@@ -40,6 +42,26 @@ class EncoderConfig:
     """Prepended to every indexed text (e5 expects "passage: ")."""
     query_prompt_name: str = ""
     """Named prompt of the model used for queries (Qwen3-Embedding uses "query"), or empty."""
+
+    def __post_init__(self) -> None:
+        # batch_size=0 failed in the build as "range() arg 3 must not be zero"; device=tpu
+        # once the corpus was pooled and the encoder loaded.
+        check_range("index.encoder.batch_size", self.batch_size, low=1)
+        check_range("index.encoder.query_batch_size", self.query_batch_size, low=1)
+        check_device("index.encoder.device", self.device)
+
+
+def check_device(field_name: str, device: str) -> None:
+    """Raise a ValueError naming the config field when torch cannot parse ``device``.
+
+    Only the name is checked (``cuda`` passes on a machine without a GPU).
+    """
+    import torch
+
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{field_name}={device!r} is not a torch device: {error}") from None
 
 
 def resolve_model_path(model: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
 from grasp.env import observations
 from grasp.env.parser import ParsedTurn, ParseErrorKind, ToolCall, parse_turn
@@ -35,6 +36,7 @@ from grasp.types import (
     StopReason,
     StrEnum,
     ToolName,
+    check_range,
     parse_enum,
 )
 
@@ -127,10 +129,22 @@ class EnvConfig:
             )
         if len(set(self.tools)) != len(self.tools):
             raise ValueError(f"env.tools lists a tool twice: {self.tools}")
-        if self.top_k < 1:
-            raise ValueError(f"env.top_k must be at least 1, got {self.top_k}")
-        if self.turn_budget < 1:
-            raise ValueError(f"env.turn_budget must be at least 1, got {self.turn_budget}")
+        # max_query_chars=0 would refuse every search; max_observation_chars<1 shows no text.
+        for name in ("top_k", "turn_budget", "max_query_chars", "max_observation_chars"):
+            check_range(f"env.{name}", getattr(self, name), low=1)
+
+
+def check_top_k(config: EnvConfig, questions: Sequence[Question]) -> None:
+    """Refuse an ``env.top_k`` beyond the units of the index ``questions`` pool into.
+
+    Called before that index is built, so that the error comes first, not after the build
+    (RetrievalEnvironment checks it again against the index it is given).
+    """
+    units = SentenceCorpus.from_questions(questions).num_units(config.granularity)
+    if config.top_k > units:
+        raise ValueError(
+            f"env.top_k={config.top_k} exceeds the {config.granularity}s in the corpus ({units})"
+        )
 
 
 @dataclass

@@ -26,7 +26,7 @@ from grasp.rollout.policy import (
     SamplingConfig,
 )
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import Question, StopReason
+from grasp.types import Question, StopReason, check_range
 
 
 @dataclass
@@ -45,6 +45,14 @@ class RolloutConfig:
     """Text the environment writes at the start of every assistant turn (mask 0), which the
     model continues, e.g. '<tool_call>\n{"name": "'. A format scaffold for tiny models; token-
     level policies only. Empty (no scaffold) for the paper's runs."""
+
+    def __post_init__(self) -> None:
+        # The sampling settings are checked here, where their place in the config is known
+        # (a judge builds its own SamplingConfig from judge.max_new_tokens).
+        check_range("rollout.group_size", self.group_size, low=1)
+        check_range("rollout.max_context_tokens", self.max_context_tokens, low=1)
+        check_range("rollout.sampling.max_new_tokens", self.sampling.max_new_tokens, low=1)
+        check_range("rollout.sampling.temperature", self.sampling.temperature, low=0)
 
     def greedy(self) -> RolloutConfig:
         """These settings decoded greedily, one sample per question (how a policy is evaluated)."""

@@ -21,7 +21,7 @@ from grasp.models import (
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.policy import Policy
 from grasp.rollout.scripted import HeuristicSearchPolicy
-from grasp.types import StrEnum, parse_enum
+from grasp.types import StrEnum, check_range, parse_enum
 
 
 class PolicyKind(StrEnum):
@@ -63,6 +63,10 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         self.kind = parse_enum(PolicyKind, self.kind, "policy.kind")
+        check_range("policy.scripted_reads", self.scripted_reads, low=0)
+        if self.max_batch_size is not None:
+            check_range("policy.max_batch_size", self.max_batch_size, low=1)
+        check_range("policy.max_concurrency", self.max_concurrency, low=1)
 
 
 @dataclass

@@ -15,6 +15,24 @@ from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
 from grasp.train.dynamic_sampling import DynamicSamplingSettings
 from grasp.train.warm_start import WarmStartSettings
+from grasp.types import check_choice, check_range
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+"""The loss variants of TRL 1.16's ``GRPOConfig.loss_type``."""
+SCALE_REWARDS = ("group", "batch", "none")
+"""The advantage scalings of TRL's ``GRPOConfig.scale_rewards``."""
+LR_SCHEDULERS = (
+    "constant",
+    "constant_with_warmup",
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+    "inverse_sqrt",
+)
+"""transformers ``SchedulerType`` values that work with the arguments we pass: not
+reduce_lr_on_plateau and greedy (they need an eval strategy), cosine_with_min_lr,
+cosine_warmup_with_min_lr (min_lr) or warmup_stable_decay (num_decay_steps)."""
 
 
 @dataclass
@@ -102,6 +120,15 @@ class GRPOSettings:
     seed: int = 0
     """Seed of the data order, sampling and adapter initialization."""
 
+    def __post_init__(self) -> None:
+        # Checked here, not where TRL reads them: after the index build and the model load.
+        check_range("grpo.learning_rate", self.learning_rate, low=0)
+        check_range("grpo.warmup_steps", self.warmup_steps, low=0)
+        check_range("grpo.beta", self.beta, low=0)
+        check_choice("grpo.loss_type", self.loss_type, LOSS_TYPES)
+        check_choice("grpo.scale_rewards", self.scale_rewards, SCALE_REWARDS)
+        check_choice("grpo.lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
+
 
 @dataclass
 class TrainConfig:
@@ -158,3 +185,11 @@ class TrainConfig:
     """Folder of the run; rerunning with the same folder resumes from its last checkpoint."""
     wandb: str = "disabled"
     """disabled, offline or online (metrics.jsonl is always written)."""
+
+    def __post_init__(self) -> None:
+        # save_every has no "never" (a run resumes from its checkpoints); 0 reached TRL's
+        # save_steps. eval_questions=0 failed only after the index build.
+        check_range("save_every", self.save_every, low=1)
+        check_range("eval_questions", self.eval_questions, low=1)
+        check_range("trajectories_every", self.trajectories_every, low=0)
+        check_range("trajectory_questions", self.trajectory_questions, low=0)

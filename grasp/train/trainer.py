@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from grasp.config import default_index_dir
-from grasp.corpus import SentenceCorpus
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
-from grasp.env.environment import RetrievalEnvironment
+from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.sweep import config_differences
 from grasp.models import (
@@ -212,13 +211,6 @@ def _eval_environment(
     return RetrievalEnvironment(index.warm_up(), config.env)
 
 
-def check_top_k(config: TrainConfig, pooled: list[Question]) -> None:
-    corpus = SentenceCorpus.from_questions(pooled)
-    units = corpus.num_units(config.env.granularity)
-    if config.env.top_k > units:
-        raise ValueError(f"env.top_k={config.env.top_k} exceeds the {units} units of the corpus")
-
-
 @dataclass
 class TrainingSetup:
     """What a run trains and evaluates with, built once from its config."""
@@ -236,7 +228,7 @@ def build_training(config: TrainConfig) -> TrainingSetup:
     """Validate ``config``, then load the questions, the indexes and the policy model."""
     validate_config(config)
     data = load_training_data(config)
-    check_top_k(config, data.pooled)
+    check_top_k(config.env, data.pooled)
     index_dir = Path(config.index_dir or _default_index_dir(config))
     source = {"dataset": config.dataset}
     index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
