@@ -20,13 +20,7 @@ from typing import Any
 
 from grasp.corpus.manifest import library_versions
 from grasp.paths import REPO_ROOT
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+from grasp.threads import available_cores
 
 
 def machine(

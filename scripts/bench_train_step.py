@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from grasp.bench import machine, write_report
 from grasp.config import BenchTrainStepConfig, register_configs, to_dataclass
+from grasp.threads import set_threads
 from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
 from grasp.train.trainer import build_training, make_grpo_trainer
 from grasp.train.warm_start import WarmStartSettings
@@ -104,6 +105,7 @@ def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_train_step")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchTrainStepConfig)
+    set_threads(config.threads)
     load_before = os.getloadavg()
     steps = config.warmup_steps + config.timed_steps
     config = replace(

@@ -24,6 +24,7 @@ from grasp.config import (
 )
 from grasp.corpus import CorpusIndex, build_index
 from grasp.data import load_questions
+from grasp.threads import set_threads
 from grasp.types import Retriever
 
 log = logging.getLogger("build_index")
@@ -33,6 +34,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="build_index")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BuildIndexConfig)
+    set_threads(config.threads)
     name = config.dataset.name
     path = dataset_path(config.dataset, config.split)
     questions = load_questions(name, config.dataset.source, path=path, split=config.split)

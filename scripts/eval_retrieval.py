@@ -31,6 +31,7 @@ from grasp.config import (
 from grasp.corpus import CorpusIndex, build_index
 from grasp.data import load_questions, sample_questions
 from grasp.eval.single_step import single_step_recall
+from grasp.threads import set_threads
 from grasp.types import Granularity, Retriever
 
 log = logging.getLogger("eval_retrieval")
@@ -40,6 +41,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="eval_retrieval")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, EvalRetrievalConfig)
+    set_threads(config.threads)
     index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
     results: dict[str, dict[str, dict[str, dict[str, object]]]] = {}
     for name in config.datasets:

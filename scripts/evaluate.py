@@ -56,6 +56,7 @@ from grasp.eval.transcript import transcript
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.serve.client import open_index
+from grasp.threads import set_threads
 from grasp.types import Question
 
 log = logging.getLogger("evaluate")
@@ -210,6 +211,7 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
 @hydra.main(version_base=None, config_path="../configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, EvaluateConfig)
+    set_threads(config.threads)
     if config.run_dir:
         config = for_trained_run(config, HydraConfig.get().overrides.task)
     run(config)

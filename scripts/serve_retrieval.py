@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from grasp.config import ServeRetrievalConfig, register_configs, to_dataclass
 from grasp.corpus import CorpusIndex
 from grasp.serve.app import create_app
+from grasp.threads import set_threads
 
 log = logging.getLogger("serve_retrieval")
 register_configs()
@@ -30,6 +31,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="serve_retrieval")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, ServeRetrievalConfig)
+    set_threads(config.threads)
     config.service.validate()
     directory = Path(config.index_dir)
     log.info("loading %s", directory)

@@ -20,6 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from grasp.config import register_configs, to_dataclass
+from grasp.threads import set_threads
 from grasp.train.config import TrainConfig
 from grasp.train.trainer import run_training
 
@@ -30,6 +31,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, TrainConfig)
+    set_threads(config.threads)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     results = run_training(config, resolved)
     if not results:  # another process of the launch wrote no results.json to read back

@@ -78,9 +78,9 @@ _LABELS = {
 }
 
 RESULTS_FILE = "results.json"
-UNCOMPARED_FIELDS = ("out", "show")
-"""Where an evaluation was written (a finished one in a moved sweep folder is still finished)
-and what it printed."""
+UNCOMPARED_FIELDS = ("out", "show", "threads")
+"""Where an evaluation was written (a finished one in a moved sweep folder is still finished),
+what it printed and how many threads it ran on."""
 METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 """(results key, header) of the compared quantities."""
 CONTEXT = ("context_tokens", "context tokens")

@@ -185,11 +185,16 @@ class TrainConfig:
     """Folder of the run; rerunning with the same folder resumes from its last checkpoint."""
     wandb: str = "disabled"
     """disabled, offline or online (metrics.jsonl is always written)."""
+    threads: int = 0
+    """CPU threads for torch (the encoder's too) and FAISS; 0: every core this process may
+    run on (os.sched_getaffinity). Set once at start (grasp/threads.py); on a shared machine,
+    the cores this process can have to itself."""
 
     def __post_init__(self) -> None:
         # save_every has no "never" (a run resumes from its checkpoints); 0 reached TRL's
         # save_steps. eval_questions=0 failed only after the index build.
         check_range("save_every", self.save_every, low=1)
+        check_range("threads", self.threads, low=0)
         check_range("eval_questions", self.eval_questions, low=1)
         check_range("trajectories_every", self.trajectories_every, low=0)
         check_range("trajectory_questions", self.trajectory_questions, low=0)

@@ -446,9 +446,10 @@ RESUMABLE_CHANGES = (
     "index.remote_url",
     "index.remote_timeout_s",
     "index.remote_retries",
+    "threads",
 )
 """Fields a resumed run may change (train longer, log elsewhere, search the same index in another
-process); any other change is refused."""
+process, on another share of the machine); any other change is refused."""
 
 
 def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
