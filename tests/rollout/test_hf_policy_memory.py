@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grasp.models import ModelConfig, prepare_model
 from grasp.rollout.hf_policy import _NEUTRAL_ALWAYS, _NEUTRAL_SAMPLING, HFPolicy
 from grasp.rollout.policy import GenerationRequest, SamplingConfig
 
@@ -19,25 +18,13 @@ STEPS = 10
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def tiny(tiny_model_dir):
+    """The tiny random Llama (tests/conftest.py) and its tokenizer, padding on the left."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(prepare_model(ModelConfig()))
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     tokenizer.padding_side = "left"
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
     return model, tokenizer
 
 
