@@ -21,6 +21,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from grasp.baselines.config import BaselineConfig
 from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
+from grasp.models import ModelConfig
 from grasp.env.environment import EnvConfig
 from grasp.eval.ablation import Ablation, sweep_variants
 from grasp.eval.baseline_table import Baseline
@@ -317,6 +318,37 @@ class BenchThreadsConfig:
 
 
 @dataclass
+class BenchAdaptersConfig:
+    """scripts/bench_adapters.py: generation with LoRA adapters merged against unmerged."""
+
+    adapters: list[str] = field(
+        default_factory=lambda: ["results/cpu_grasp/warm_start/adapter", "results/cpu_grasp/final"]
+    )
+    """Adapters applied in order to the model (a committed run's by default)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The base model the adapters were trained on."""
+    batch: int = 32
+    """Prompts generated together (the evaluations' eval_max_batch_size)."""
+    prompt_repeats: list[int] = field(default_factory=lambda: [1, 8])
+    """Prompt lengths measured: one question sentence repeated this many times."""
+    new_tokens: int = 64
+    """Tokens generated per prompt (greedy, no early stop)."""
+    repeats: int = 2
+    """Timed generations per variant, alternating; the minimum is reported."""
+    out: str | None = None
+    """JSON output path; default runs/bench_adapters.json."""
+
+    def __post_init__(self) -> None:
+        if not self.adapters:
+            raise ValueError("adapters must name at least one adapter folder")
+        check_range("batch", self.batch, low=1)
+        check_range("new_tokens", self.new_tokens, low=1)
+        check_range("repeats", self.repeats, low=1)
+        for repeat in self.prompt_repeats:
+            check_range("prompt_repeats", repeat, low=1)
+
+
+@dataclass
 class ReportConfig:
     """scripts/report.py: a self-contained HTML report of a run or evaluation directory."""
 
@@ -415,6 +447,7 @@ def register_configs() -> None:
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="bench_threads_schema", node=BenchThreadsConfig)
+    store.store(name="bench_adapters_schema", node=BenchAdaptersConfig)
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="ablate_schema", node=AblateConfig)
     store.store(name="baselines_schema", node=BaselinesConfig)

@@ -72,10 +72,14 @@ def test_adapters_rebuild_the_trained_policy_exactly(run_dir, tiny_model_dir):
     )
     saved = PeftModel.from_pretrained(_load(run_dir / "warm_start" / "model"), run_dir / "final")
     base = _load(tiny_model_dir)
+    assert not any("lora" in name for name, _ in rebuilt.named_parameters()), "all merged"
     with torch.no_grad():
         expected = saved.eval()(ids).logits
-        assert torch.equal(rebuilt(ids).logits, expected)
-        assert not torch.allclose(base(ids).logits, expected), "the adapters change the model"
+        got = rebuilt(ids).logits
+        # Merged weights differ from base + adapter by one float32 rounding per weight.
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        assert torch.equal(got.argmax(-1), expected.argmax(-1))
+        assert not torch.allclose(base(ids).logits, expected, atol=1e-3), "the adapters matter"
 
 
 def test_a_trained_run_is_evaluated_in_its_own_environment(run_dir):
