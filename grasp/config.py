@@ -21,11 +21,11 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from grasp.baselines.config import BaselineConfig
 from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource
-from grasp.models import ModelConfig
 from grasp.env.environment import EnvConfig
 from grasp.eval.ablation import Ablation, sweep_variants
 from grasp.eval.baseline_table import Baseline
 from grasp.eval.judge import JudgeConfig
+from grasp.models import ModelConfig
 from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
