@@ -242,6 +242,9 @@ class BaselinesConfig(EvaluateConfig):
     context_tokens: bool = True
     """Add the context tokens per episode to the table, counted with the tokenizer of
     policy.model (grasp/eval/context.py)."""
+    dry_run: bool = False
+    """Print what the sweep would do with each row (skip it as finished, evaluate it and why,
+    or leave it not run) and stop: nothing is evaluated or written."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

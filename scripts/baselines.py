@@ -4,6 +4,7 @@
     python scripts/baselines.py baselines=[direct,ircot] n=20 'datasets=[hotpotqa]'
     python scripts/baselines.py policy=qwen2.5_3b_vllm judge=openai judge.base_url=http://h:8000/v1
     python scripts/baselines.py baseline.reranker.path=PATH    # single_step_rerank runs too
+    python scripts/baselines.py sweep_dir=results/baselines/hf dry_run=true  # what would run
 
 Each baseline of ``baselines`` (configs/baseline/ names; default all of them) is evaluated by
 scripts/evaluate.py in a process of its own (which frees the previous backend's memory, vLLM's
@@ -44,6 +45,7 @@ from grasp.config import BaselinesConfig, EvaluateConfig, register_configs, to_d
 from grasp.eval.baseline_table import (
     PlannedBaseline,
     is_finished,
+    unfinished_because,
     unmet_requirement,
     write_table,
 )
@@ -129,6 +131,17 @@ def evaluate_baseline(job: PlannedBaseline, overrides: list[str]) -> None:
     run_job(f"baseline {job.baseline}", "scripts/evaluate.py", command, job.run_dir, log_file)
 
 
+def dry_run_line(job: PlannedBaseline) -> str:
+    """What the sweep would do with ``job``: one line."""
+    if job.not_run is not None:
+        return f"{job.baseline}: not run ({job.not_run})"
+    assert job.config is not None
+    reasons = unfinished_because(job.run_dir, job.config)
+    if not reasons:
+        return f"{job.baseline}: finished in {job.run_dir}, would be skipped"
+    return f"{job.baseline}: would be evaluated into {job.run_dir} ({', '.join(reasons)})"
+
+
 def token_counter(config: BaselinesConfig) -> TokenCounter:
     """Text -> tokens under the policy model's tokenizer: the context column's unit."""
     from transformers import AutoTokenizer
@@ -143,6 +156,9 @@ def main(cfg: DictConfig) -> None:
     hydra_config = HydraConfig.get()
     shared = evaluate_overrides(list(hydra_config.overrides.task), hydra_config.runtime.choices)
     jobs = plan(config, shared)
+    if config.dry_run:
+        print("\n".join(dry_run_line(job) for job, _ in jobs))
+        return
     planned = [job for job, _ in jobs]
     datasets = [str(d.name) for d in config.dataset_configs()]
     sweep_dir = Path(config.sweep_dir)

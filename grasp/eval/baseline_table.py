@@ -126,10 +126,18 @@ class PlannedBaseline:
 def is_finished(run_dir: Path, resolved: Mapping[str, Any]) -> bool:
     """True when ``run_dir`` holds a finished evaluation of exactly ``resolved`` (an
     EvaluateConfig as a dict) and no later attempt failed."""
+    return not unfinished_because(run_dir, resolved)
+
+
+def unfinished_because(run_dir: Path, resolved: Mapping[str, Any]) -> list[str]:
+    """Why ``run_dir`` does not hold a finished evaluation of ``resolved``: the differing
+    config fields, or a one-line reason; empty when it does."""
     results = run_dir / RESULTS_FILE
-    if read_failure(run_dir) is not None or not results.exists():
-        return False
-    return not _mismatch(read_json(results).get("config", {}), resolved)
+    if read_failure(run_dir) is not None:
+        return ["a later attempt failed (failed.json)"]
+    if not results.exists():
+        return [f"no {RESULTS_FILE}"]
+    return _mismatch(read_json(results).get("config", {}), resolved)
 
 
 def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -> list[str]:
@@ -155,6 +163,8 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
         return resolved.get("run_dir") is None
+    if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
+        return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
     return False
 
 

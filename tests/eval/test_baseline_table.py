@@ -12,6 +12,7 @@ from grasp.eval.baseline_table import (
     PlannedBaseline,
     baseline_table,
     is_finished,
+    unfinished_because,
     unmet_requirement,
     write_table,
 )
@@ -224,6 +225,11 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     adapted = {**later, "policy": {"adapters": ["/run/final"]}}
     assert not is_finished(run_dir, adapted)  # another model
     assert not is_finished(run_dir, {**later, "run_dir": "/run", "stage": "final"})
+    reward = {"reward": {"retrieval_needs_answer": False}}
+    assert is_finished(run_dir, {**later, "rollout": reward})  # the reward as it was
+    reward["reward"]["retrieval_needs_answer"] = True
+    changed = {**later, "rollout": reward}
+    assert unfinished_because(run_dir, changed) == ["rollout.reward.retrieval_needs_answer"]
     recorded = json.loads((run_dir / "results.json").read_text())
     recorded["config"]["index"] = {"fusion": {"method": "rrf", "depth": 50}}
     (run_dir / "results.json").write_text(json.dumps(recorded))
