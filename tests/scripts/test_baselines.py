@@ -47,11 +47,8 @@ def test_every_baseline_config_is_a_row():
 
 def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
     swept = OmegaConf.to_container(compose("baselines", overrides=["baseline=ircot"]), resolve=True)
-    assert (swept.pop("baselines"), swept.pop("sweep_dir"), swept.pop("context_tokens")) == (
-        [str(b) for b in Baseline],
-        "runs/baselines/hf",
-        True,
-    )
+    popped = [swept.pop(k) for k in ("baselines", "sweep_dir", "context_tokens", "dry_run")]
+    assert popped == [[str(b) for b in Baseline], "runs/baselines/hf", True, False]
     assert swept.pop("trained") == {
         "cpu_grasp": {
             "run_dir": "results/cpu_grasp",
@@ -183,6 +180,29 @@ def sweep_command(sweep: Path) -> list[str]:
 
 
 @pytest.mark.slow
+def test_the_committed_baselines_are_finished_under_todays_configuration():
+    """A config field added since results/baselines/hf ran must not make the sweep evaluate
+    those baselines again (or refuse to resume into their folders): each field that cannot
+    have changed their trajectories is listed in grasp/eval/baseline_table.py's _predates."""
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    committed = sorted(
+        p.parent.name for p in (REPO_ROOT / "results" / "baselines" / "hf").glob("*/results.json")
+    )
+    baselines = [name for name in committed if name in {str(b) for b in Baseline}]
+    assert len(baselines) >= 10, committed
+    for name in baselines:
+        assert lines[name] == f"finished in results/baselines/hf/{name}, would be skipped"
+    assert lines["single_step_rerank"] == "not run (needs baseline.reranker.path)"
+
+
 def test_a_sweep_evaluates_skips_records_failures_and_tabulates(sweep):
     command = sweep_command(sweep)
     result = run([*command, "baselines=[direct,none,search_r1]"])
