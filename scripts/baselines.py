@@ -116,19 +116,21 @@ def plan_trained(
     return planned
 
 
-def evaluate_baseline(job: PlannedBaseline, overrides: list[str]) -> None:
-    """Evaluate one baseline in its own process, unless its folder holds it finished."""
+def evaluate_baseline(job: PlannedBaseline, overrides: list[str]) -> bool:
+    """Evaluate one baseline in its own process, unless its folder holds it finished; True
+    when an evaluation ran (or failed)."""
     if job.not_run is not None:
         log.info("%s: not run: %s", job.baseline, job.not_run)
-        return
+        return False
     assert job.config is not None
     if is_finished(job.run_dir, job.config):
         log.info("%s: finished in %s, skipped", job.baseline, job.run_dir)
-        return
+        return False
     command = [sys.executable, str(EVALUATE_SCRIPT), *overrides]
     log.info("%s (%s): %s", job.baseline, job.row_label, shlex.join(command))
     log_file = job.run_dir / "evaluate.log"
     run_job(f"baseline {job.baseline}", "scripts/evaluate.py", command, job.run_dir, log_file)
+    return True
 
 
 def dry_run_line(job: PlannedBaseline) -> str:
@@ -165,14 +167,15 @@ def main(cfg: DictConfig) -> None:
     count = token_counter(config) if config.context_tokens else None
     failures = []
     for job, overrides in jobs:
+        ran = True
         try:
-            evaluate_baseline(job, overrides)
+            ran = evaluate_baseline(job, overrides)
         except RuntimeError as error:  # recorded in failed.json; the other baselines go on
             log.error("%s", error)
             failures.append(str(error))
         finally:
-            # Rewritten after every baseline: a long sweep shows its progress.
-            write_table(sweep_dir, planned, datasets, count)
+            if ran:  # rewritten after every evaluation: a long sweep shows its progress
+                write_table(sweep_dir, planned, datasets, count)
     files = write_table(sweep_dir, planned, datasets, count)
     print(files.markdown_path.read_text())
     log.info("wrote %s and %s", files.markdown_path, files.json_path)
