@@ -57,6 +57,8 @@ class Baseline(StrEnum):
     IRCOT = "ircot"
     CRAG = "crag"
     ADAPTIVE = "adaptive"
+    SELF_RAG = "self_rag"
+    ADAPTIVE_SELF_RAG = "adaptive_self_rag"
 
     @property
     def label(self) -> str:
@@ -75,6 +77,8 @@ _LABELS = {
     Baseline.IRCOT: "IRCoT",
     Baseline.CRAG: "CRAG",
     Baseline.ADAPTIVE: "Adaptive-RAG",
+    Baseline.SELF_RAG: "Self-RAG",
+    Baseline.ADAPTIVE_SELF_RAG: "Adaptive-RAG, index router + Self-RAG",
 }
 
 RESULTS_FILE = "results.json"
@@ -159,6 +163,10 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
         # (single_step_hybrid fuses the environment's two searches itself).
         return True
+    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
+        # Read by the self_rag and adaptive_self_rag policies only.
+        kind = resolved.get("baseline", {}).get("kind")
+        return kind not in ("self_rag", "adaptive_self_rag")
     if key == "policy.adapters":
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
