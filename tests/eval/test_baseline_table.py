@@ -236,6 +236,24 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     assert not is_finished(run_dir, later)  # recorded with other values: a difference
 
 
+def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
+    run_dir = sweep / "crag"
+    write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
+    recorded = json.loads((run_dir / "results.json").read_text())
+    recorded["config"]["baseline"] = {"kind": "crag"}
+    (run_dir / "results.json").write_text(json.dumps(recorded))
+    added = {"self_rag": {"trigger": "all"}, "index_router": {"summary_titles": 20}}
+    later = {**config(run_dir), "baseline": {"kind": "crag", **added}}
+    assert is_finished(run_dir, later)  # crag never reads them
+    for kind in ("self_rag", "adaptive_self_rag"):
+        mine = {**later, "baseline": {"kind": kind, **added}}
+        assert unfinished_because(run_dir, mine) == [
+            "baseline.index_router.summary_titles",
+            "baseline.kind",
+            "baseline.self_rag.trigger",
+        ]
+
+
 def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> None:
     records = []
     for number, texts in enumerate(observations):
