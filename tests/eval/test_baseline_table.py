@@ -254,6 +254,36 @@ def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_row
         ]
 
 
+def test_the_trigger_rate_of_corrective_baselines_has_its_own_section(sweep):
+    for name in ("direct", "crag", "self_rag"):
+        write_results(sweep / name, em=0.5)
+    for name, rate in (("crag", 0.75), ("self_rag", 0.25)):
+        path = sweep / name / "results.json"
+        recorded = json.loads(path.read_text())
+        recorded["datasets"]["hotpotqa"]["policy_extra"] = {
+            "trigger_rate": rate,
+            "trigger_episodes": 4,
+        }
+        recorded["overall"]["pooled"]["policy_extra"] = {
+            "trigger_rate": rate / 2,
+            "trigger_episodes": 8,
+        }
+        path.write_text(json.dumps(recorded))
+    rows = [planned(sweep, name) for name in ("direct", "crag", "self_rag")]
+    table = baseline_table(sweep, rows, DATASETS)
+    direct, crag, _ = table.rows
+    assert "trigger_rate" not in direct["pooled"]
+    assert crag["datasets"]["hotpotqa"]["trigger_rate"] == {"rate": 0.75, "episodes": 4}
+    assert "trigger_rate" not in crag["datasets"]["musique"]
+    section = table.markdown().split("## rewrite trigger rate\n")[1]
+    assert section.splitlines()[-2:] == [
+        "| CRAG (`crag`) | 0.750 (4) | — | 0.375 (8) |",
+        "| Self-RAG (`self_rag`) | 0.250 (4) | — | 0.125 (8) |",
+    ]
+    plain = baseline_table(sweep, rows[:1], DATASETS).markdown()
+    assert "trigger rate" not in plain
+
+
 def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> None:
     records = []
     for number, texts in enumerate(observations):
