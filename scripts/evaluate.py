@@ -42,6 +42,7 @@ from grasp.config import (
 from grasp.data import DataSource, load_questions, sample_questions
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.judge import build_judge
+from grasp.eval.ladder import ladder_markdown, pool_sections
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import (
     code_version,
@@ -181,6 +182,7 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
         }
     overall = overall_summary(parts)
     pooled = overall["pooled"]
+    pooled["ladder"] = pool_sections([r["ladder"] for r in per_dataset.values()])
     pooled["wall_time_s"] = sum(r["wall_time_s"] for r in per_dataset.values())
     for key in ("questions_rolled_out", "questions_timed"):
         pooled[key] = sum(r[key] for r in per_dataset.values())
@@ -202,6 +204,7 @@ def run(config: EvaluateConfig) -> dict[str, Any]:
         macro = overall["macro"]
     title = f"Evaluation: policy {config.policy.kind}"
     markdown = results_markdown(title, rows, provenance, results["config"], macro)
+    markdown += ladder_markdown(*rows[-1])  # the pooled ladder, or the one dataset's
     (out / "results.md").write_text(markdown)
     print(markdown)
     log.info("wrote %s", out)

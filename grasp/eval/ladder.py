@@ -28,7 +28,7 @@ Beside EM/F1/JD and trajectory recall, an evaluation reports how it got there:
 ``ladder_markdown`` renders it, with the cost the results already report::
 
     results["ladder"] = ladder_section(trajectories, corpus.paragraph_text)
-    markdown += ladder_markdown(results)
+    markdown += ladder_markdown("hotpotqa", results)
 """
 
 from __future__ import annotations
@@ -233,11 +233,12 @@ COST_KEYS = (
 """(results key, label) of the costs an evaluation's results already report."""
 
 
-def ladder_markdown(results: Mapping[str, Any]) -> str:
-    """The ladder of one results entry (``results["ladder"]`` and its cost keys) as
-    markdown: retrieval by tool, evidence, failure taxonomy, cost."""
+def ladder_markdown(name: str, results: Mapping[str, Any]) -> str:
+    """The ladder of one results entry (``results["ladder"]`` and its cost keys), named
+    ``name``, as markdown: retrieval by tool, evidence, failure taxonomy, cost."""
     ladder = results["ladder"]
-    lines = ["", "## Evaluation ladder", "", f"Retrieval per search call (k: {ladder['k']}):", ""]
+    lines = ["", f"## Evaluation ladder: {name}", ""]
+    lines += [f"Retrieval per search call (k: {ladder['k']}):", ""]
     rows = [
         [tool, str(v["calls"]), f"{v['hits_per_call']:.1f}", *(f"{v[m]:.3f}" for m in RANK_METRICS)]
         for tool, v in ladder["retrieval"].items()

@@ -9,7 +9,8 @@ Output folder::
                          that a resumed evaluation reports the time of every run, not its last
     judge_cache.jsonl    the judge's verdicts (when a judge is configured)
     results.json         em, f1, jd, recall first; then supporting-sentence recall, tool use,
-                         errors, stop reasons, cost, the configuration and its provenance
+                         errors, stop reasons, cost, the ladder (grasp.eval.ladder), the
+                         configuration and its provenance
     results.md           the same as tables
 
 An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped (those
@@ -36,6 +37,7 @@ from tqdm.auto import tqdm
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
+from grasp.eval.ladder import ladder_markdown, ladder_section
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
 from grasp.eval.summary import NOT_RECORDED, EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
@@ -212,6 +214,7 @@ def evaluate_policy(
         if judge is not None:
             scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
         results = summarize(trajectories, scores)
+        results["ladder"] = ladder_section(trajectories, engine.env.index.corpus.paragraph_text)
         results["scoring_time_s"] = time.perf_counter() - scoring_started
         results["wall_time_s"] = timed["wall"]
         results["wall_time_per_question_s"] = (
@@ -234,6 +237,7 @@ def evaluate_policy(
         write_atomic(out_dir / "results.json", json.dumps(results, indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
         markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, config)
+        markdown += ladder_markdown(out_dir.name, results)
         write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)
 

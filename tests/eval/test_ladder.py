@@ -3,10 +3,14 @@ by tool, answer-in-evidence and grounded answers, pooling, and the markdown."""
 
 from __future__ import annotations
 
+import json
 from math import log2
 
 import pytest
+from evaluate_fixture import compose_config
 
+from grasp.eval.context import read_trajectories
+from grasp.eval.failures import failure_shares
 from grasp.eval.ladder import (
     RankScores,
     answer_in_evidence,
@@ -222,7 +226,8 @@ def test_markdown_shows_retrieval_evidence_failures_and_cost(two):
         "tool_calls_per_episode": {"semantic_search": 1.5},
         "policy_extra": {"backend_calls_per_episode": 2.0},
     }
-    markdown = ladder_markdown(results)
+    markdown = ladder_markdown("hotpotqa", results)
+    assert "## Evaluation ladder: hotpotqa" in markdown
     assert "| semantic_search | 2 | 1.5 | 0.250 | 0.250 | 0.500 |" in markdown
     assert "- answer in evidence: 0.500 (2 episodes)" in markdown
     assert "| 0.500 | 0.000 | 0.000 | 0.500 | 0.000 | 0.000 | 0.000 |" in markdown
@@ -230,3 +235,26 @@ def test_markdown_shows_retrieval_evidence_failures_and_cost(two):
     assert "| semantic_search calls / episode | 1.50 |" in markdown
     assert "| backend calls / episode | 2.00 |" in markdown
     assert "| wall s / question | — |" in markdown
+
+
+def test_an_evaluation_reports_the_ladder_per_dataset_and_pooled(evaluate, scripted, tmp_path):
+    out = tmp_path / "eval"
+    overrides = [*scripted, "n=2", "datasets=[hotpotqa,musique]", f"out={out}"]
+    results = evaluate.run(compose_config(*overrides))
+    calls = 0
+    for name in ("hotpotqa", "musique"):
+        ladder = json.loads((out / name / "results.json").read_text())["ladder"]
+        trajectories = read_trajectories(out / name)
+        assert ladder == results["datasets"][name]["ladder"]
+        assert ladder["episodes"] == 2
+        assert ladder["failures"] == failure_shares(trajectories)
+        assert ladder["evidence"]["episodes"] == 2
+        assert ladder["retrieval"] == retrieval_by_tool(trajectories)
+        assert ladder["retrieval"]["semantic_search"]["calls"] >= 1  # the scripted agent searches
+        calls += ladder["retrieval"]["semantic_search"]["calls"]
+        assert f"## Evaluation ladder: {name}" in (out / name / "results.md").read_text()
+    pooled = results["overall"]["pooled"]["ladder"]
+    assert pooled["episodes"] == 4
+    assert pooled["retrieval"]["semantic_search"]["calls"] == calls
+    assert sum(pooled["failures"].values()) == pytest.approx(1.0)
+    assert "## Evaluation ladder: overall (pooled)" in (out / "results.md").read_text()
