@@ -17,7 +17,10 @@ never a dropped row. Trained policies are rows too (``PlannedBaseline(name, run_
 token counter, each dataset and the pooled questions also get the context tokens per episode
 (``grasp/eval/context.py``): what the tools showed the policy, counted alike for every row.
 Rows whose results report a rewrite trigger rate (``policy_extra.trigger_rate``: CRAG,
-Self-RAG) have it per dataset and pooled, in a section of its own.
+Self-RAG) have it per dataset and pooled, in a section of its own. Rows whose folders hold
+every dataset's trajectories get the failure taxonomy (``grasp/eval/failures.py``) per
+dataset and pooled, computed from those trajectories, so committed evaluations get it
+without a rerun; its section shows the pooled shares.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
+from grasp.eval.context import (
+    TRAJECTORIES_FILE,
+    TokenCounter,
+    context_tokens,
+    read_trajectories,
+)
+from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.summary import NOT_RECORDED
 from grasp.eval.sweep import (
     RunStatus,
@@ -92,6 +101,8 @@ METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 CONTEXT = ("context_tokens", "context tokens")
 """(cell key, header) of the context tokens per episode, when the table counts them."""
 TRIGGER = "trigger_rate"
+FAILURES = "failures"
+"""Cell key of the failure shares (``failure_shares``), when the row's trajectories exist."""
 """Cell key of a corrective baseline's rewrite trigger rate (``policy_extra.trigger_rate``)."""
 
 
@@ -236,8 +247,7 @@ def read_row(
     elif results_file.exists():
         results = read_json(results_file)
         row.update(_finished(results, datasets, results_file))
-        if count is not None:
-            _add_context(row, planned.run_dir, datasets, count)
+        _add_trajectory_cells(row, planned.run_dir, datasets, count)
         row["mismatch"] = _mismatch(results.get("config", {}), planned.config)
         if row["mismatch"]:
             row["note"] = f"not matched: differs from this sweep in {', '.join(row['mismatch'])}"
@@ -263,16 +273,22 @@ def _finished(results: Mapping[str, Any], datasets: Sequence[str], path: Path) -
     }
 
 
-def _add_context(
-    row: dict[str, Any], run_dir: Path, datasets: Sequence[str], count: TokenCounter
+def _add_trajectory_cells(
+    row: dict[str, Any], run_dir: Path, datasets: Sequence[str], count: TokenCounter | None
 ) -> None:
-    """Each dataset's and the pooled context tokens per episode, from the trajectories."""
-    pooled = []
-    for dataset in datasets:
-        trajectories = read_trajectories(run_dir / dataset)
-        row["datasets"][dataset][CONTEXT[0]] = _interval_cell(context_tokens(trajectories, count))
-        pooled += trajectories
-    row["pooled"][CONTEXT[0]] = _interval_cell(context_tokens(pooled, count))
+    """From the trajectories, read once: each dataset's and the pooled failure shares (when
+    every dataset has its trajectories) and context tokens per episode (when ``count`` is
+    given: then a missing trajectory file is an error)."""
+    failures = all((run_dir / d / TRAJECTORIES_FILE).is_file() for d in datasets)
+    if count is None and not failures:
+        return
+    parts = [(row["datasets"][d], read_trajectories(run_dir / d)) for d in datasets]
+    parts.append((row["pooled"], [t for _, part in parts for t in part]))
+    for cells, trajectories in parts:
+        if count is not None:
+            cells[CONTEXT[0]] = _interval_cell(context_tokens(trajectories, count))
+        if failures:
+            cells[FAILURES] = failure_shares(trajectories)
 
 
 def _interval_cell(interval: Any) -> dict[str, Any]:
@@ -399,6 +415,7 @@ def render_markdown(table: BaselineTable) -> str:
         ]
         lines += markdown_table(header, cells)
     lines += _trigger_section(table)
+    lines += _failure_section(table)
     return "\n".join(lines) + "\n"
 
 
@@ -426,6 +443,24 @@ def _trigger_section(table: BaselineTable) -> list[str]:
         "of such episodes.",
         "",
         *markdown_table(["baseline", *parts], cells),
+    ]
+
+
+def _failure_section(table: BaselineTable) -> list[str]:
+    """The pooled failure shares of the rows that have them; none: no lines."""
+    rows = [r for r in table.rows if FAILURES in (r["pooled"] or {})]
+    if not rows:
+        return []
+    codes = [str(code) for code in FailureCode]
+    cells = [[_name(r), *(f"{r['pooled'][FAILURES][c]:.3f}" for c in codes)] for r in rows]
+    return [
+        "",
+        "## failure taxonomy (pooled)",
+        "",
+        "Share of the episodes with each failure code, one per episode by the precedence "
+        "written in `grasp/eval/failures.py`, from the trajectories; per dataset in table.json.",
+        "",
+        *markdown_table(["baseline", *codes], cells),
     ]
 
 

@@ -357,3 +357,41 @@ def test_a_damaged_trajectory_file_is_named(sweep):
         handle.write('{"episode_id": 1}\n')
     with pytest.raises(ValueError, match=r"musique/trajectories.jsonl: line 2 is not a traj"):
         baseline_table(sweep, [planned(sweep, "direct")], DATASETS, count=words)
+
+
+def test_failure_shares_come_from_the_trajectories_without_a_counter(sweep, trajectory):
+    write_results(sweep / "direct", em=0.5)
+    episodes = {
+        "hotpotqa": [
+            trajectory("h1#0", "Paris", ("Paris",), {1}),  # correct
+            trajectory("h2#0", "Rome", ("Paris",), {1}, semantic={5}),  # no_recall
+        ],
+        "musique": [trajectory("m1#0", "Rome", ("Paris",), {1}, read={1})],  # wrong_after_evidence
+    }
+    for dataset, part in episodes.items():
+        lines = "".join(json.dumps(t.to_json()) + "\n" for t in part)
+        (sweep / "direct" / dataset).mkdir(parents=True)
+        (sweep / "direct" / dataset / "trajectories.jsonl").write_text(lines)
+    write_results(sweep / "crag", em=0.5)  # results only: no failure cells, no error
+    table = baseline_table(sweep, [planned(sweep, "direct"), planned(sweep, "crag")], DATASETS)
+    direct, crag = table.rows
+    assert direct["datasets"]["hotpotqa"]["failures"]["correct"] == 0.5
+    assert direct["datasets"]["hotpotqa"]["failures"]["no_recall"] == 0.5
+    assert direct["datasets"]["musique"]["failures"]["wrong_after_evidence"] == 1.0
+    pooled = direct["pooled"]["failures"]
+    assert [pooled[c] for c in ("correct", "no_recall", "wrong_after_evidence")] == [
+        pytest.approx(1 / 3)
+    ] * 3
+    assert "failures" not in crag["pooled"] and "context_tokens" not in direct["pooled"]
+    section = table.markdown().split("## failure taxonomy (pooled)\n")[1].splitlines()
+    assert section[-3] == (
+        "| baseline | correct | format_failures | budget_exhausted | no_recall | seen_not_read "
+        "| wrong_after_evidence | early_stop |"
+    )
+    assert section[-1] == (
+        "| direct answer (`direct`) | 0.333 | 0.000 | 0.000 | 0.333 | 0.000 | 0.333 | 0.000 |"
+    )
+    assert (
+        "failure taxonomy"
+        not in baseline_table(sweep, [planned(sweep, "crag")], DATASETS).markdown()
+    )
