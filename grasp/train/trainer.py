@@ -32,7 +32,6 @@ from grasp.models import (
     parameters_sharded_by_launcher,
     sharded_by_launcher,
 )
-from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
@@ -194,7 +193,7 @@ def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
     name = config.eval_split if config.train_source == TrainSource.SMOKE_SPLIT else "train"
-    return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
+    return default_index_dir(config.dataset, name)
 
 
 def _eval_environment(
