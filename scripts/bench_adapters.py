@@ -19,7 +19,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from grasp.bench import machine, write_report
+from grasp.bench.report import machine, write_report
 from grasp.config import BenchAdaptersConfig, register_configs, to_dataclass
 
 log = logging.getLogger("bench_adapters")

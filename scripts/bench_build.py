@@ -56,7 +56,7 @@ import numpy as np
 import psutil
 from omegaconf import DictConfig, OmegaConf
 
-from grasp.bench import machine, write_report
+from grasp.bench.report import machine, write_report
 from grasp.config import (
     BenchBuildConfig,
     DatasetConfig,

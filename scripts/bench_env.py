@@ -18,7 +18,7 @@ import logging
 import hydra
 from omegaconf import DictConfig
 
-from grasp.bench import write_report
+from grasp.bench.report import write_report
 from grasp.config import (
     BenchEnvConfig,
     dataset_path,

@@ -67,7 +67,7 @@ import torch
 from omegaconf import DictConfig
 from rank_bm25 import BM25Okapi
 
-from grasp.bench import available_cores, machine, write_report
+from grasp.bench.report import available_cores, machine, write_report
 from grasp.config import (
     BenchRetrievalConfig,
     DatasetConfig,

@@ -40,7 +40,7 @@ import numpy as np
 import requests as http
 from omegaconf import DictConfig
 
-from grasp.bench import write_report
+from grasp.bench.report import write_report
 from grasp.config import (
     REPO_ROOT,
     BenchServeConfig,

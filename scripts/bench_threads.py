@@ -22,7 +22,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from grasp.bench import machine, write_report
+from grasp.bench.report import machine, write_report
 from grasp.config import BenchThreadsConfig, register_configs, to_dataclass
 from grasp.threads import available_cores, set_threads
 

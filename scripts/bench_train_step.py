@@ -27,7 +27,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from grasp.bench import machine, write_report
+from grasp.bench.report import machine, write_report
 from grasp.config import BenchTrainStepConfig, register_configs, to_dataclass
 from grasp.threads import set_threads
 from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
