@@ -98,3 +98,25 @@ def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(tmp_path):
     for way in ("streamed", "in_memory"):
         assert bm25_only[f"bm25_fresh_process/{way}/peak_growth_bytes"] > 0
     assert list(tmp_path.iterdir()) == []  # the temporary index folders are gone
+
+
+def test_the_table_prints_sizes_the_extrapolation_then_bm25_only():
+    report = {
+        "sizes": [300, 600],
+        "results": {"300": {"time/x_s": 1.5, "disk/y_bytes": 2000.0}, "600": {"time/x_s": 2.5}},
+        "extrapolated": {"time/x_s": 100.0},
+        "extrapolate_to": 3_600_000,
+        "bm25_only": {"2000": {"z_s": 0.5}},
+        "runtime_s": 3.0,
+    }
+    # The text scripts/bench_build.py printed before its code moved to grasp/bench/.
+    assert bench.table(report) == (
+        "\nmetric                     300             600      ~3,600,000\n"
+        "disk/y_bytes             2,000               -               -\n"
+        "time/x_s                   1.5             2.5           100.0\n"
+        "\n(~ column: the least-squares line through the sizes, continued)\n"
+        "\nmetric           2,000\n"
+        "z_s               0.5\n"
+        "\n(BM25 only: nothing encoded at these sizes)\n"
+        "total 3 s"
+    )

@@ -120,3 +120,27 @@ def test_benchmark_at_1k_and_2k_reports_every_metric(tmp_path):
     }
     assert all(isinstance(t["passed"], bool) and t["value"] > 0 for t in targets.values())
     assert list(tmp_path.iterdir()) == []  # the temporary index files are gone
+
+
+def test_the_table_prints_metrics_by_size_then_the_targets():
+    report = {
+        "sizes": [1000, 20000],
+        "results": {"1000": {"a/x": 1234.5, "b/yy_long_name": 0.123}, "20000": {"a/x": 12.34}},
+        "targets": {
+            "t1": {"value": None, "target": "< 60", "passed": False, "how": "h"},
+            "t2": {"value": 5.0, "target": ">= 1", "passed": True, "how": "g"},
+        },
+        "bm25s_speedup_vs_rank_bm25": 31.2,
+        "bm25s_speedup_size": 1000,
+        "runtime_s": 12.3,
+    }
+    # The text scripts/bench_retrieval.py printed before its code moved to grasp/bench/.
+    assert retrieval.table(report) == (
+        "\nmetric                   1,000        20,000\n"
+        "a/x                      1,234          12.3\n"
+        "b/yy_long_name           0.123             -\n"
+        "\ntargets:\n"
+        "  FAIL  t1: n/a (target < 60; h)\n"
+        "  PASS  t2: 5 (target >= 1; g)\n"
+        "\nbm25s vs rank-bm25: 31.2x at 1000; total 12 s"
+    )
