@@ -32,6 +32,8 @@ def load(config: BenchAdaptersConfig, merge_last: bool) -> Any:
 
 
 def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
+    """Per prompt length: the best of ``repeats`` greedy generations unmerged and merged, and
+    the share of identical sequences; the JSON report."""
     import torch
 
     from grasp.models import load_policy_model
@@ -95,6 +97,7 @@ def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
+    """The rows as a Markdown table under the batch and token settings."""
     lines = [
         f"batch {report['batch']}, {report['new_tokens']} new tokens, greedy",
         "",

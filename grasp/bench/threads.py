@@ -33,6 +33,7 @@ def timed_rate(work, seconds: float) -> float:
 
 
 def measure(threads: int, seconds: float, sentences: list[str], encoder) -> dict[str, float]:
+    """At ``threads`` torch threads: ms per 1024 x 1024 matmul, encoder sentences per second."""
     import torch
 
     set_threads(threads)
@@ -46,6 +47,7 @@ def measure(threads: int, seconds: float, sentences: list[str], encoder) -> dict
 
 
 def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
+    """A row per thread count, idle and then beside a spinning neighbour; the JSON report."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -75,6 +77,7 @@ def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
+    """The rows as a Markdown table, matmul also relative to one idle thread."""
     lines = [
         "| neighbour | threads | matmul ms | x idle 1-thread | encoder sentences/s |",
         "|---|---|---|---|---|",
