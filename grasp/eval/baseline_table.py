@@ -16,6 +16,8 @@ never a dropped row. Trained policies are rows too (``PlannedBaseline(name, run_
 ``scripts/evaluate.py run_dir=R stage=S`` with the table's datasets, n and seed. Given a
 token counter, each dataset and the pooled questions also get the context tokens per episode
 (``grasp/eval/context.py``): what the tools showed the policy, counted alike for every row.
+Rows whose results report a rewrite trigger rate (``policy_extra.trigger_rate``: CRAG,
+Self-RAG) have it per dataset and pooled, in a section of its own.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class Baseline(StrEnum):
     IRCOT = "ircot"
     CRAG = "crag"
     ADAPTIVE = "adaptive"
+    SELF_RAG = "self_rag"
+    ADAPTIVE_SELF_RAG = "adaptive_self_rag"
 
     @property
     def label(self) -> str:
@@ -83,6 +87,8 @@ _LABELS = {
     Baseline.IRCOT: "IRCoT",
     Baseline.CRAG: "CRAG",
     Baseline.ADAPTIVE: "Adaptive-RAG",
+    Baseline.SELF_RAG: "Self-RAG",
+    Baseline.ADAPTIVE_SELF_RAG: "Adaptive-RAG, index router + Self-RAG",
 }
 
 RESULTS_FILE = "results.json"
@@ -93,6 +99,8 @@ METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 """(results key, header) of the compared quantities."""
 CONTEXT = ("context_tokens", "context tokens")
 """(cell key, header) of the context tokens per episode, when the table counts them."""
+TRIGGER = "trigger_rate"
+"""Cell key of a corrective baseline's rewrite trigger rate (``policy_extra.trigger_rate``)."""
 
 
 def unmet_requirement(config: Mapping[str, Any]) -> str | None:
@@ -167,6 +175,10 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
         # (single_step_hybrid fuses the environment's two searches itself).
         return True
+    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
+        # Read by the self_rag and adaptive_self_rag policies only.
+        kind = resolved.get("baseline", {}).get("kind")
+        return kind not in ("self_rag", "adaptive_self_rag")
     if key == "policy.adapters":
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
@@ -203,6 +215,9 @@ def _metrics(results: Summary | MacroResults) -> dict[str, Any]:
             cells["questions"] = results.questions
         cells["questions_rolled_out"] = results.questions_rolled_out
         cells["questions_timed"] = results.questions_timed
+    extra = results.policy_extra or {}
+    if TRIGGER in extra:  # a corrective baseline's (grasp.eval.summary.extra_summary)
+        cells[TRIGGER] = {"rate": extra[TRIGGER], "episodes": extra.get("trigger_episodes")}
     return cells
 
 
@@ -399,7 +414,35 @@ def render_markdown(table: BaselineTable) -> str:
             for row in table.rows
         ]
         lines += markdown_table(header, cells)
+    lines += _trigger_section(table)
     return "\n".join(lines) + "\n"
+
+
+def _trigger_section(table: BaselineTable) -> list[str]:
+    """The rewrite trigger rate of the rows that report one (CRAG, Self-RAG); none: no lines."""
+    parts = [*table.datasets, "pooled"]
+    rows = [r for r in table.rows if any(TRIGGER in (_part(r, p) or {}) for p in parts)]
+    if not rows:
+        return []
+    cells = []
+    for row in rows:
+        rates = [(_part(row, p) or {}).get(TRIGGER) for p in parts]
+        cells.append(
+            [
+                _name(row),
+                *("—" if c is None else f"{c['rate']:.3f} ({c['episodes']})" for c in rates),
+            ]
+        )
+    return [
+        "",
+        "## rewrite trigger rate",
+        "",
+        "Share of the episodes that graded hits whose rewrite trigger fired (CRAG: irrelevant "
+        "share above `crag_threshold`; Self-RAG: `baseline.self_rag.trigger`), with the number "
+        "of such episodes.",
+        "",
+        *markdown_table(["baseline", *parts], cells),
+    ]
 
 
 def _part(row: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:

@@ -204,7 +204,9 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
 
     ``routes``: share of episodes per Adaptive-RAG route; ``backend_*``: mean backend calls
     and tokens per episode that reported them; ``context_recall``: mean recall of the gold
-    paragraphs among those the backend answered from. Empty when nothing was reported.
+    paragraphs among those the backend answered from; ``trigger_rate``: share of the episodes
+    that graded hits (CRAG, Self-RAG) whose rewrite trigger fired (``trigger_episodes`` of
+    them). Empty when nothing was reported.
     """
     summary: dict[str, Any] = {}
     routes = Counter(str(t.extra["route"]) for t in trajectories if "route" in t.extra)
@@ -214,6 +216,12 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         reported = [t.extra[key] for t in trajectories if key in t.extra]
         if reported:
             summary[f"{key}_per_episode"] = sum(reported) / len(reported)
+    triggered = [
+        bool(t.extra["rewrite_triggered"]) for t in trajectories if "rewrite_triggered" in t.extra
+    ]
+    if triggered:
+        summary["trigger_rate"] = sum(triggered) / len(triggered)
+        summary["trigger_episodes"] = len(triggered)
     context = [
         paragraph_recall(set(t.extra["context_paragraph_ids"]), set(t.gold_paragraph_ids))
         for t in trajectories

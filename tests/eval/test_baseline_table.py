@@ -273,6 +273,54 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     assert not is_finished(run_dir, later)  # recorded with other values: a difference
 
 
+def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
+    run_dir = sweep / "crag"
+    write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
+    recorded = json.loads((run_dir / "results.json").read_text())
+    recorded["config"]["baseline"] = {"kind": "crag"}
+    (run_dir / "results.json").write_text(json.dumps(recorded))
+    added = {"self_rag": {"trigger": "all"}, "index_router": {"summary_titles": 20}}
+    later = {**config(run_dir), "baseline": {"kind": "crag", **added}}
+    assert is_finished(run_dir, later)  # crag never reads them
+    for kind in ("self_rag", "adaptive_self_rag"):
+        mine = {**later, "baseline": {"kind": kind, **added}}
+        assert unfinished_because(run_dir, mine) == [
+            "baseline.index_router.summary_titles",
+            "baseline.kind",
+            "baseline.self_rag.trigger",
+        ]
+
+
+def test_the_trigger_rate_of_corrective_baselines_has_its_own_section(sweep):
+    for name in ("direct", "crag", "self_rag"):
+        write_results(sweep / name, em=0.5)
+    for name, rate in (("crag", 0.75), ("self_rag", 0.25)):
+        path = sweep / name / "results.json"
+        recorded = json.loads(path.read_text())
+        recorded["datasets"]["hotpotqa"]["policy_extra"] = {
+            "trigger_rate": rate,
+            "trigger_episodes": 4,
+        }
+        recorded["overall"]["pooled"]["policy_extra"] = {
+            "trigger_rate": rate / 2,
+            "trigger_episodes": 8,
+        }
+        path.write_text(json.dumps(recorded))
+    rows = [planned(sweep, name) for name in ("direct", "crag", "self_rag")]
+    table = baseline_table(sweep, rows, DATASETS)
+    direct, crag, _ = table.rows
+    assert "trigger_rate" not in direct["pooled"]
+    assert crag["datasets"]["hotpotqa"]["trigger_rate"] == {"rate": 0.75, "episodes": 4}
+    assert "trigger_rate" not in crag["datasets"]["musique"]
+    section = table.markdown().split("## rewrite trigger rate\n")[1]
+    assert section.splitlines()[-2:] == [
+        "| CRAG (`crag`) | 0.750 (4) | — | 0.375 (8) |",
+        "| Self-RAG (`self_rag`) | 0.250 (4) | — | 0.125 (8) |",
+    ]
+    plain = baseline_table(sweep, rows[:1], DATASETS).markdown()
+    assert "trigger rate" not in plain
+
+
 def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> None:
     records = []
     for number, texts in enumerate(observations):
