@@ -37,7 +37,15 @@ from grasp.eval.context import (
     read_trajectories,
 )
 from grasp.eval.failures import FailureCode, failure_shares
-from grasp.eval.summary import NOT_RECORDED
+from grasp.eval.results import (
+    NOT_RECORDED,
+    DatasetResults,
+    EvaluationResults,
+    Interval,
+    MacroResults,
+    PooledResults,
+    Summary,
+)
 from grasp.eval.sweep import (
     RunStatus,
     TableFiles,
@@ -101,9 +109,9 @@ METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 CONTEXT = ("context_tokens", "context tokens")
 """(cell key, header) of the context tokens per episode, when the table counts them."""
 TRIGGER = "trigger_rate"
+"""Cell key of a corrective baseline's rewrite trigger rate (``policy_extra.trigger_rate``)."""
 FAILURES = "failures"
 """Cell key of the failure shares (``failure_shares``), when the row's trajectories exist."""
-"""Cell key of a corrective baseline's rewrite trigger rate (``policy_extra.trigger_rate``)."""
 
 
 def unmet_requirement(config: Mapping[str, Any]) -> str | None:
@@ -194,27 +202,31 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
 # --- one row -------------------------------------------------------------------------------
 
 
-def _cell(value: Any, interval: Mapping[str, float] | None) -> dict[str, Any]:
+def _cell(value: Any, interval: Interval | None) -> dict[str, Any]:
     """``{"value", "ci"}``: the mean (or "not computed"...) and its [low, high] interval."""
-    if isinstance(value, Mapping):  # a macro entry: {"mean", "low", "high", "n"}
-        value, interval = value["mean"], value
-    ci = [interval["low"], interval["high"]] if interval and not isinstance(value, str) else None
+    if isinstance(value, Interval):  # a macro entry
+        value, interval = value.mean, value
+    ci = [interval.low, interval.high] if interval and not isinstance(value, str) else None
     return {"value": value, "ci": ci}
 
 
-def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+def _metrics(results: Summary | MacroResults) -> dict[str, Any]:
     """The compared quantities of one results entry (a dataset's, pooled or macro)."""
-    intervals = results.get("ci", {})
-    cells = {key: _cell(results.get(key), intervals.get(key)) for key, _ in METRICS}
-    verdicts = results.get("judge")  # counts by verdict, when a judge ran
-    if isinstance(verdicts, Mapping):
+    if isinstance(results, MacroResults):
+        return {key: _cell(results.means.get(key), None) for key, _ in METRICS}
+    cells = {key: _cell(getattr(results, key), results.ci.get(key)) for key, _ in METRICS}
+    verdicts = results.judge  # counts by verdict, when a judge ran
+    if verdicts is not None:
         answers = sum(verdicts.values())
         unscored = verdicts.get("unparseable", 0) + verdicts.get("error", 0)
         cells["jd_scored"] = {"scored": answers - unscored, "answers": answers}
-    for key in ("wall_time_s", "questions", "questions_rolled_out", "questions_timed"):
-        if key in results:
-            cells[key] = results[key]
-    extra = results.get("policy_extra") or {}
+    if isinstance(results, DatasetResults | PooledResults):
+        cells["wall_time_s"] = results.wall_time_s
+        if isinstance(results, DatasetResults):
+            cells["questions"] = results.questions
+        cells["questions_rolled_out"] = results.questions_rolled_out
+        cells["questions_timed"] = results.questions_timed
+    extra = results.policy_extra or {}
     if TRIGGER in extra:  # a corrective baseline's (grasp.eval.summary.extra_summary)
         cells[TRIGGER] = {"rate": extra[TRIGGER], "episodes": extra.get("trigger_episodes")}
     return cells
@@ -256,20 +268,24 @@ def read_row(
     return row
 
 
-def _finished(results: Mapping[str, Any], datasets: Sequence[str], path: Path) -> dict[str, Any]:
-    absent = [d for d in datasets if d not in results.get("datasets", {})]
-    if absent or "overall" not in results:
+def _finished(data: Mapping[str, Any], datasets: Sequence[str], path: Path) -> dict[str, Any]:
+    absent = [d for d in datasets if d not in data.get("datasets", {})]
+    if absent or "overall" not in data:
         raise ValueError(f"{path}: no results of {absent or 'overall'}")
-    pooled = results["overall"]["pooled"]
+    try:
+        results = EvaluationResults.from_json(data)
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not an evaluation's results ({error})") from error
+    pooled = results.overall.pooled
     return {
         "status": str(RunStatus.FINISHED),
-        "questions": results.get("questions"),
-        "wall_time_s": pooled.get("wall_time_s"),
-        "datasets": {d: _metrics(results["datasets"][d]) for d in datasets},
+        "questions": results.questions,
+        "wall_time_s": pooled.wall_time_s,
+        "datasets": {d: _metrics(results.datasets[d]) for d in datasets},
         "pooled": _metrics(pooled),
-        "macro": _metrics(results["overall"]["macro"]),
-        "provenance": results.get("provenance") or {},
-        "protocol": {k: results.get("config", {}).get(k) for k in ("split", "n", "seed")},
+        "macro": _metrics(results.overall.macro),
+        "provenance": results.provenance or {},
+        "protocol": {k: results.config.get(k) for k in ("split", "n", "seed")},
     }
 
 

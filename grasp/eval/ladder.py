@@ -27,7 +27,7 @@ Beside EM/F1/JD and trajectory recall, an evaluation reports how it got there:
 ``ladder_section`` is what an evaluation's results.json holds under ``ladder``;
 ``ladder_markdown`` renders it, with the cost the results already report::
 
-    results["ladder"] = ladder_section(trajectories, corpus.paragraph_text)
+    results = DatasetResults(..., ladder=ladder_section(trajectories, corpus.paragraph_text))
     markdown += ladder_markdown("hotpotqa", results)
 """
 
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grasp.eval.failures import FailureCode, failure_shares
+from grasp.eval.results import JsonRecord
 from grasp.metrics import normalize_answer
 from grasp.rollout.trajectory import Trajectory
 from grasp.types import ToolName
@@ -233,9 +234,12 @@ COST_KEYS = (
 """(results key, label) of the costs an evaluation's results already report."""
 
 
-def ladder_markdown(name: str, results: Mapping[str, Any]) -> str:
-    """The ladder of one results entry (``results["ladder"]`` and its cost keys), named
-    ``name``, as markdown: retrieval by tool, evidence, failure taxonomy, cost."""
+def ladder_markdown(name: str, results: JsonRecord | Mapping[str, Any]) -> str:
+    """The ladder of one results entry (a ``DatasetResults`` or ``PooledResults``, or its JSON
+    object: its ``ladder`` and its cost keys), named ``name``, as markdown: retrieval by tool,
+    evidence, failure taxonomy, cost."""
+    if isinstance(results, JsonRecord):
+        results = results.to_json()
     ladder = results["ladder"]
     lines = ["", f"## Evaluation ladder: {name}", ""]
     lines += [f"Retrieval per search call (k: {ladder['k']}):", ""]

@@ -348,7 +348,7 @@ def test_the_summary_reports_the_trigger_rate(tiny_index, tiny_questions, canned
         ("crag", {"kind": "crag"}),
     ]:
         _, backend = canned(grade=grader(), **replies)
-        extra = summarize(run(tiny_index, tiny_questions, backend, **config))["policy_extra"]
+        extra = summarize(run(tiny_index, tiny_questions, backend, **config)).policy_extra
         rates[name] = (extra["trigger_rate"], extra["trigger_episodes"])
     assert rates == {
         "all": (pytest.approx(1 / 3), 3),
@@ -375,7 +375,7 @@ def test_routed_away_episodes_are_not_counted_in_the_trigger_rate(
         kind="adaptive_self_rag",
         self_rag=config,
     )
-    extra = summarize(trajectories)["policy_extra"]
+    extra = summarize(trajectories).policy_extra
     assert extra["routes"] == {"corpus": 2 / 3, "none": 1 / 3}
     assert (extra["trigger_rate"], extra["trigger_episodes"]) == (1.0, 2)
 

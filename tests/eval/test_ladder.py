@@ -24,6 +24,8 @@ from grasp.eval.ladder import (
     retrieval_by_tool,
     search_calls,
 )
+from grasp.eval.protocol import evaluate_datasets
+from grasp.eval.results import EvaluationResults
 
 GOLD_3 = {7, 2, 3}
 HITS = [5, 9, 5, 7, 2]  # gold at ranks 4 and 5; paragraph 3 never found
@@ -237,15 +239,15 @@ def test_markdown_shows_retrieval_evidence_failures_and_cost(two):
     assert "| wall s / question | — |" in markdown
 
 
-def test_an_evaluation_reports_the_ladder_per_dataset_and_pooled(evaluate, scripted, tmp_path):
+def test_an_evaluation_reports_the_ladder_per_dataset_and_pooled(scripted, tmp_path):
     out = tmp_path / "eval"
     overrides = [*scripted, "n=2", "datasets=[hotpotqa,musique]", f"out={out}"]
-    results = evaluate.run(compose_config(*overrides))
+    results = evaluate_datasets(compose_config(*overrides))
     calls = 0
     for name in ("hotpotqa", "musique"):
         ladder = json.loads((out / name / "results.json").read_text())["ladder"]
         trajectories = read_trajectories(out / name)
-        assert ladder == results["datasets"][name]["ladder"]
+        assert ladder == results.datasets[name].ladder
         assert ladder["episodes"] == 2
         assert ladder["failures"] == failure_shares(trajectories)
         assert ladder["evidence"]["episodes"] == 2
@@ -253,8 +255,11 @@ def test_an_evaluation_reports_the_ladder_per_dataset_and_pooled(evaluate, scrip
         assert ladder["retrieval"]["semantic_search"]["calls"] >= 1  # the scripted agent searches
         calls += ladder["retrieval"]["semantic_search"]["calls"]
         assert f"## Evaluation ladder: {name}" in (out / name / "results.md").read_text()
-    pooled = results["overall"]["pooled"]["ladder"]
+    pooled = results.overall.pooled.ladder
     assert pooled["episodes"] == 4
     assert pooled["retrieval"]["semantic_search"]["calls"] == calls
     assert sum(pooled["failures"].values()) == pytest.approx(1.0)
     assert "## Evaluation ladder: overall (pooled)" in (out / "results.md").read_text()
+    written = json.loads((out / "results.json").read_text())
+    assert written["overall"]["pooled"]["ladder"] == pooled
+    assert EvaluationResults.from_json(written).to_json() == written
