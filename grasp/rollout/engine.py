@@ -84,12 +84,13 @@ class RolloutEngine:
     def __init__(
         self,
         env: RetrievalEnvironment,
-        policy: Policy,
+        policy: Policy | None,
         config: RolloutConfig,
         chat: ChatTokenizer | None = None,
     ) -> None:
         """``chat`` enables token bookkeeping (needed for training); without it,
-        episodes carry messages only (evaluation of chat-level policies)."""
+        episodes carry messages only (evaluation of chat-level policies). ``policy`` None:
+        each ``run`` names its policy (training plays the trainer's current weights)."""
         self.env = env
         self.policy = policy
         self.config = config
@@ -98,12 +99,20 @@ class RolloutEngine:
         """The sampling seed of the run in progress (``run(seed=...)``)."""
 
     def run(
-        self, questions: Sequence[Question], group_size: int | None = None, seed: int | None = None
+        self,
+        questions: Sequence[Question],
+        group_size: int | None = None,
+        seed: int | None = None,
+        policy: Policy | None = None,
     ) -> RolloutBatch:
         """Roll out ``group_size`` (default config.group_size) episodes per question.
 
         ``seed`` replaces ``config.sampling.seed`` for this run (training passes one per step,
-        so that successive steps do not replay the same random stream)."""
+        so that successive steps do not replay the same random stream); ``policy`` replaces
+        the engine's own for this run."""
+        policy = policy or self.policy
+        if policy is None:
+            raise ValueError("no policy: build the engine with one or pass run(policy=...)")
         started = time.perf_counter()
         self._seed = self.config.sampling.seed if seed is None else seed
         timings = RolloutTimings()
@@ -122,7 +131,7 @@ class RolloutEngine:
             timings.turns += 1
             prefix_ids = self._insert_prefix([traces[i] for i in active])
             t0 = time.perf_counter()
-            generations = self.policy.generate(
+            generations = policy.generate(
                 [self._request(episodes[i], traces[i]) for i in active],
                 self._turn_sampling(timings.turns),
             )
