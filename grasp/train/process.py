@@ -5,11 +5,16 @@ once, by the main process: config.json, the warm start, eval_before/, eval_after
 results.json and curves.png (TRL's trainer gates its checkpoints and our metrics.jsonl
 callback itself). The other processes wait at each of those points (``wait_for_everyone``)
 and go on from what the main process wrote. Tests inject a ``RunProcess`` of their own.
+
+What a training process needs from its environment is set here, by the entry point
+(``set_process_environment``, scripts/train.py), not by the library code it calls.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -17,6 +22,8 @@ class RunProcess(Protocol):
     """This process's part in a run of several: accelerate's ``PartialState`` is one."""
 
     is_main_process: bool
+    num_processes: int
+    """The training processes of the launch (accelerate's WORLD_SIZE)."""
 
     def wait_for_everyone(self) -> None: ...
 
@@ -26,6 +33,7 @@ class SingleProcess:
     """A run of one process: it writes everything and waits for nobody."""
 
     is_main_process: bool = True
+    num_processes: int = 1
 
     def wait_for_everyone(self) -> None:
         return None
@@ -37,3 +45,14 @@ def run_process(cpu: bool) -> Any:
     from accelerate import PartialState
 
     return PartialState(cpu=cpu)
+
+
+def set_process_environment(wandb: str, run_dir: Path) -> None:
+    """Environment variables the libraries of a training process read, set before they do:
+    TRL's warning about the experimental ``rollout_func`` silenced, and wandb's mode and
+    folder (``wandb`` = disabled, offline or online; its files go in ``run_dir``). Values
+    already in the environment are kept."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if wandb != "disabled":
+        os.environ.setdefault("WANDB_MODE", wandb)
+        os.environ.setdefault("WANDB_DIR", str(run_dir))

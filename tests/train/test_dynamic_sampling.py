@@ -13,6 +13,7 @@ from grasp.train.dynamic_sampling import (
     replacement_ids,
     select_groups,
 )
+from grasp.train.rollout_adapter import REPORT_KEY
 
 ANSWERS = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
 
@@ -78,7 +79,7 @@ def sampled_run(scripted_trainer, tmp_path_factory):
     def capture(prompts, t):
         asked.append(rollout._question_id(prompts[0]))
         out = rollout(prompts, t)
-        returned.append(list(trainer.grasp_stats.trajectories))
+        returned.append(list(out[REPORT_KEY].trajectories))
         return out
 
     trainer.rollout_func = capture

@@ -14,6 +14,7 @@ from grasp.reward import compute_reward
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.train.rollout_adapter import REPORT_KEY
 from grasp.train.trainer import TrainingData, make_grpo_trainer
 
 
@@ -66,7 +67,7 @@ def trained(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
 
     def capture(prompts, t):
         out = rollout(prompts, t)
-        outputs.append((out, list(trainer.grasp_stats.trajectories)))
+        outputs.append((out, list(out[REPORT_KEY].trajectories)))
         return out
 
     trainer.rollout_func = capture
