@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from grasp.train.config import WandbMode  # grasp.train.config imports this module
 
 
 class RunProcess(Protocol):
@@ -47,12 +50,14 @@ def run_process(cpu: bool) -> Any:
     return PartialState(cpu=cpu)
 
 
-def set_process_environment(wandb: str, run_dir: Path) -> None:
+def set_process_environment(wandb: WandbMode, run_dir: Path) -> None:
     """Environment variables the libraries of a training process read, set before they do:
     TRL's warning about the experimental ``rollout_func`` silenced, and wandb's mode and
-    folder (``wandb`` = disabled, offline or online; its files go in ``run_dir``). Values
+    folder (its files go in ``run_dir``). Values
     already in the environment are kept."""
+    from grasp.train.config import WandbMode
+
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if wandb != "disabled":
-        os.environ.setdefault("WANDB_MODE", wandb)
+    if wandb is not WandbMode.DISABLED:
+        os.environ.setdefault("WANDB_MODE", wandb.value)
         os.environ.setdefault("WANDB_DIR", str(run_dir))

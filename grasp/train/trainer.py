@@ -39,7 +39,7 @@ from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import GRPOSettings, TrainConfig
+from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, run_process
 from grasp.train.rollout_adapter import (
@@ -49,20 +49,9 @@ from grasp.train.rollout_adapter import (
     reward_weights,
 )
 from grasp.train.warm_start import WarmStartContext, warm_start
-from grasp.types import DatasetName, Question, StrEnum
+from grasp.types import Question
 
 log = logging.getLogger(__name__)
-
-
-class TrainSource(StrEnum):
-    """Where the training questions come from."""
-
-    SMOKE_SPLIT = "smoke_split"
-    """Disjoint halves of the bundled dev set, one index over both (NOT the paper's protocol)."""
-    BUNDLED = "bundled"
-    """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
-    HUB = "hub"
-    """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
 
 
 @dataclass
@@ -82,11 +71,6 @@ def validate_config(config: TrainConfig, world_size: int = 1) -> None:
     """Fail before any work, naming the field, on settings that cannot work (``world_size``:
     the training processes of the launch)."""
     config.env.validate()
-    if config.train_source not in set(TrainSource):
-        raise ValueError(
-            f"train_source={config.train_source!r} is not one of {[str(s) for s in TrainSource]}"
-        )
-    DatasetName(config.dataset)
     name = config.model.name
     if (
         not name.startswith(WHEEL_PREFIX)
@@ -124,8 +108,6 @@ def validate_config(config: TrainConfig, world_size: int = 1) -> None:
         )
     if config.eval_max_batch_size < 1:
         raise ValueError(f"eval_max_batch_size={config.eval_max_batch_size} must be at least 1")
-    if config.wandb not in ("disabled", "offline", "online"):
-        raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
     if parameters_sharded_by_launcher():
         check_sharded_generation(config, "this accelerate launch (FSDP or DeepSpeed ZeRO-3)")
 
@@ -149,11 +131,11 @@ def check_sharded_generation(config: TrainConfig, launch: str) -> None:
 
 
 def load_training_data(config: TrainConfig) -> TrainingData:
-    dataset = DatasetName(config.dataset)
+    dataset = config.dataset
     dev = load_questions(
         dataset, DataSource.NORMALIZED, path=config.questions_path, split=config.eval_split
     )
-    source = TrainSource(config.train_source)
+    source = config.train_source
     if source is TrainSource.SMOKE_SPLIT:
         halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
         eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
@@ -192,7 +174,7 @@ def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
 def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
-    name = config.eval_split if config.train_source == TrainSource.SMOKE_SPLIT else "train"
+    name = config.eval_split if config.train_source is TrainSource.SMOKE_SPLIT else "train"
     return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
 
 
@@ -588,7 +570,7 @@ def _policy_factory(config: TrainConfig, tokenizer: Any):
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 
         generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config
-        if config.grpo.vllm_mode == "colocate":
+        if config.grpo.vllm_mode is VllmMode.COLOCATE:
             return VLLMPolicy(trainer.vllm_generation.llm, generation_config=generation_config)
         # TRL builds its client (weight sync) on the main process only: every rank generates
         # through its own HTTP connection, after the weights of this step were pushed.
@@ -639,7 +621,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):
         **{checkpointing: grpo.gradient_checkpointing},
         use_cpu=config.model.device == "cpu",
         use_vllm=grpo.use_vllm,
-        vllm_mode=grpo.vllm_mode,
+        vllm_mode=grpo.vllm_mode.value,
         vllm_server_base_url=grpo.vllm_server_base_url,
         vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
         vllm_importance_sampling_mode=grpo.vllm_importance_sampling_mode,
@@ -652,7 +634,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):
         save_strategy="steps",
         save_steps=config.save_every,
         save_total_limit=2,
-        report_to=[] if config.wandb == "disabled" else ["wandb"],
+        report_to=[] if config.wandb is WandbMode.DISABLED else ["wandb"],
         disable_dropout=True,
         log_completions=False,
         dataloader_num_workers=0,
