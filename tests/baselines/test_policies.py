@@ -13,7 +13,7 @@ from grasp.baselines.backend import Backend
 from grasp.baselines.config import AdaptiveSettings
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
-from grasp.rollout.policy import Generation, Policy
+from grasp.rollout.policy import Generation, GenerationRequest, Policy, SamplingConfig
 from grasp.rollout.trajectory import Trajectory
 
 SENTENCE_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]
@@ -357,9 +357,22 @@ def test_config_values_are_checked(field, value):
         BaselineConfig(**{field: value})
 
 
-def test_baseline_policies_are_policies():
+def test_baseline_policies_are_policies_that_answer_each_request():
     policy = make_baseline(BaselineConfig(kind="direct"), Backend(FailingLLM()), EnvConfig())
     assert isinstance(policy, BaselinePolicy) and isinstance(policy, Policy)
+    # What the engine relies on: one generation per request, in order; a failed backend
+    # call is that request's error, not an exception.
+    requests = [
+        GenerationRequest(
+            messages=[{"role": "user", "content": f"Question: question {i}?"}],
+            token_ids=None,
+            max_new_tokens=16,
+            request_id=f"q{i}#0",
+        )
+        for i in range(3)
+    ]
+    generations = policy.generate(requests, SamplingConfig())
+    assert [g.error for g in generations] == ["backend: out of memory"] * 3
 
 
 def test_the_summary_reports_routes_backend_use_and_context_recall(
