@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from grasp.bench import machine, write_report
 from grasp.config import BenchTrainStepConfig, register_configs, to_dataclass
 from grasp.threads import set_threads
+from grasp.train.process import set_process_environment
 from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
 from grasp.train.trainer import build_training, make_grpo_trainer
 from grasp.train.warm_start import WarmStartSettings
@@ -118,6 +119,7 @@ def main(cfg: DictConfig) -> None:
     )
     run_dir = Path(config.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    set_process_environment(config.wandb, run_dir)
     setup = build_training(config)
     trainer = make_grpo_trainer(config, setup.data, setup.env, setup.loaded, setup.chat, run_dir)
     profiler = StepProfiler().attach(trainer)

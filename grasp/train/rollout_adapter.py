@@ -32,15 +32,14 @@ from grasp.rollout.trajectory import Trajectory
 from grasp.train.dynamic_sampling import DynamicSamplingSettings, replacement_ids, select_groups
 from grasp.types import Question, StopReason, ToolName
 
-ROLLOUT_SECONDS_KEY = "time/rollout_s"
-"""Wall-clock seconds of one rollout call (resampling included), as logged."""
-
 QUESTION_ID_KEY = "question_id"
 """Key of the user message (in the training dataset's prompts) that names the question."""
 
-
 REPORT_KEY = "grasp_rollout"
 """Key of the ``RolloutReport`` in the rollout's output (TRL hands it to ``log_rollout``)."""
+
+ROLLOUT_SECONDS_KEY = "time/rollout_s"
+"""Wall-clock seconds of one rollout call (resampling included), as logged."""
 
 
 @dataclass
