@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grasp.eval.summary import count_events
+from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
@@ -130,7 +131,7 @@ class GraspRollout:
         rounds = 0
         step = trainer.state.global_step
         for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
-            totals = [[t.reward["reward/total"] for t in g] for g in groups]
+            totals = [[t.reward.total for t in g] for g in groups]
             missing = needed - select_groups(totals, needed).with_spread
             if missing == 0:
                 rounds -= 1
@@ -151,7 +152,7 @@ class GraspRollout:
             extra_environment += batch.timings.environment
             fresh = batch.trajectories
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
-        totals = [[t.reward["reward/total"] for t in g] for g in groups]
+        totals = [[t.reward.total for t in g] for g in groups]
         selection = select_groups(totals, needed)
         kept = [
             replace(t, group_id=number)
@@ -203,12 +204,12 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
     n = len(trajectories)
     counts = count_events(trajectories)
     turns = counts.turns
-    totals = [t.reward["reward/total"] for t in trajectories]
+    totals = [t.reward.total for t in trajectories]
     groups = [totals[i : i + group] for i in range(0, n, group)]
     flat = sum(1 for g in groups if max(g) - min(g) < 1e-9)
     metrics = {
-        "answer/em": statistics.fmean(t.reward["answer/em"] for t in trajectories),
-        "answer/f1": statistics.fmean(t.reward["answer/f1"] for t in trajectories),
+        "answer/em": statistics.fmean(t.reward.em for t in trajectories),
+        "answer/f1": statistics.fmean(t.reward.f1 for t in trajectories),
         "episode/turns": turns / n,
         "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
@@ -216,9 +217,10 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "tools/invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
-    for key in trajectories[0].reward:
+    rewards = [t.reward.as_dict() for t in trajectories]  # logging is where keys are made
+    for key in rewards[0]:
         if key.startswith("reward/"):
-            metrics[key] = statistics.fmean(t.reward[key] for t in trajectories)
+            metrics[key] = statistics.fmean(r[key] for r in rewards)
     for name in ("semantic_search", "keyword_search", "read_paragraph", "search", "answer"):
         metrics[f"tools/{name}_per_episode"] = counts.tool_calls[name] / n
     for reason in ("answered", "turn_budget", "token_budget", "no_tool_call", "generation_error"):
@@ -229,20 +231,24 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
 def reward_functions(stats: RolloutStats) -> list[Callable[..., list[float]]]:
     """One TRL reward function per term; the first also logs the rollout's statistics."""
 
-    def term(key: str, name: str, log_stats: bool) -> Callable[..., list[float]]:
-        def reward(prompts, completions, grasp_reward, log_metric=None, **kwargs) -> list[float]:
+    def term(
+        value: Callable[[RewardBreakdown], float], name: str, log_stats: bool
+    ) -> Callable[..., list[float]]:
+        def reward(
+            prompts, completions, grasp_reward: list[RewardBreakdown], log_metric=None, **kwargs
+        ) -> list[float]:
             if log_stats and log_metric is not None:
-                for metric, value in stats.drain().items():
-                    log_metric(metric, value)
-            return [float(r[key]) for r in grasp_reward]
+                for metric, logged in stats.drain().items():
+                    log_metric(metric, logged)
+            return [float(value(r)) for r in grasp_reward]
 
         reward.__name__ = name
         return reward
 
     return [
-        term("reward/R_A", "R_A", True),
-        term("reward/R_R", "R_R", False),
-        term("reward/R_S", "R_S", False),
-        term("reward/R_E", "R_E", False),
-        term("reward/R_F", "R_F", False),
+        term(lambda r: r.r_answer, "R_A", True),
+        term(lambda r: r.r_read, "R_R", False),
+        term(lambda r: r.r_search, "R_S", False),
+        term(lambda r: r.r_efficiency, "R_E", False),
+        term(lambda r: r.r_format, "R_F", False),
     ]

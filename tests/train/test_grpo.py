@@ -108,8 +108,8 @@ def test_env_mask_hides_observations_from_the_loss(trained):
             generated = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
             assert "<tool_response>" not in generated
             for turn in trajectory.turns:
-                if turn["observation"]:
-                    assert turn["observation"].splitlines()[0] not in generated
+                if turn.observation:
+                    assert turn.observation.splitlines()[0] not in generated
 
 
 def test_logged_reward_terms_equal_the_reward_module(trained):
