@@ -122,11 +122,16 @@ class Trajectory:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trajectory:
+        """One ``trajectories.jsonl`` record; TypeError when it is not one (as the dataclass
+        constructor raises for a missing field), so that readers can name the bad line."""
         data = dict(data)
         tokens = data.pop("tokens", None)
-        data["turns"] = [TurnRecord(**turn) for turn in data["turns"]]
-        data["stop_reason"] = StopReason(data["stop_reason"])
-        data["reward"] = RewardBreakdown.from_dict(data["reward"])
+        try:
+            data["turns"] = [TurnRecord(**turn) for turn in data["turns"]]
+            data["stop_reason"] = StopReason(data["stop_reason"])
+            data["reward"] = RewardBreakdown.from_dict(data["reward"])
+        except (KeyError, ValueError, AttributeError) as error:
+            raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
 
 
