@@ -22,6 +22,7 @@ from grasp.config import default_index_dir
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.results import DatasetEvaluation
 from grasp.eval.sweep import config_differences
 from grasp.models import (
     WHEEL_PREFIX,
@@ -32,7 +33,6 @@ from grasp.models import (
     parameters_sharded_by_launcher,
     sharded_by_launcher,
 )
-from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
@@ -194,7 +194,7 @@ def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
     name = config.eval_split if config.train_source == TrainSource.SMOKE_SPLIT else "train"
-    return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
+    return default_index_dir(config.dataset, name)
 
 
 def _eval_environment(
@@ -265,7 +265,7 @@ def run_training(
     # run may change (training longer must not invalidate the evaluation before training).
     eval_fingerprint = _without(resolved, RESUMABLE_CHANGES)
 
-    def evaluate(model: Any, name: str) -> dict[str, Any]:
+    def evaluate(model: Any, name: str) -> DatasetEvaluation:
         return evaluate_model(config, setup, model, run_dir / name, eval_fingerprint)
 
     warm = None
@@ -302,7 +302,11 @@ def run_training(
     _set_aside_stale_eval(run_dir / "eval_after", step)
     after = evaluate(_after_model(trainer, final, base_model), "eval_after")
     (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
-    before = json.loads(before_file.read_text()) if before_file.exists() else None
+    before = (
+        DatasetEvaluation.from_json(json.loads(before_file.read_text()))
+        if before_file.exists()
+        else None
+    )
     results = _results(config, data, before, after, step)
     if warm is not None:
         results["warm_start"] = {
@@ -370,7 +374,7 @@ def evaluate_model(
     model: Any,
     out_dir: Path,
     fingerprint: dict[str, Any],
-) -> dict[str, Any]:
+) -> DatasetEvaluation:
     """Evaluate ``model`` on the run's evaluation questions into ``out_dir``; its results.
 
     Raises GenerationErrorsError (``grasp.eval.policy_eval``) when most episodes ended in a
@@ -673,7 +677,13 @@ def _lora_config(config: TrainConfig):
     )
 
 
-def _results(config, data: TrainingData, before, after, steps: int) -> dict[str, Any]:
+def _results(
+    config,
+    data: TrainingData,
+    before: DatasetEvaluation | None,
+    after: DatasetEvaluation,
+    steps: int,
+) -> dict[str, Any]:
     keys = ("em", "f1", "recall", "read_recall", "parse_error_rate", "turns_per_episode")
     results: dict[str, Any] = {
         "experiment": config.experiment,
@@ -681,13 +691,12 @@ def _results(config, data: TrainingData, before, after, steps: int) -> dict[str,
         "train_questions": len(data.train),
         "eval_questions": len(data.eval),
         "steps": steps,
-        "after": after,
+        "after": after.to_json(),
     }
     if before is not None:
-        results["before"] = before
-        results["delta"] = {k: after[k] - before[k] for k in keys}
-        results["delta"].update(
-            {k: after["reward"][k] - before["reward"][k] for k in after["reward"]}
-        )
+        results["before"] = before.to_json()
+        was, now = before.results, after.results
+        results["delta"] = {k: getattr(now, k) - getattr(was, k) for k in keys}
+        results["delta"].update({k: now.reward[k] - was.reward[k] for k in now.reward})
     results["config"] = {"grpo": asdict(config.grpo), "env": asdict(config.env)}
     return results

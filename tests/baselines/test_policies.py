@@ -375,7 +375,7 @@ def test_the_summary_reports_routes_backend_use_and_context_recall(
 
     llm, backend = canned(route=route, answer="Auckland")
     trajectories = run(tiny_index, tiny_questions, backend, kind="adaptive")
-    extra = summarize(trajectories)["policy_extra"]
+    extra = summarize(trajectories).policy_extra
     assert extra["routes"] == {"none": 1 / 3, "single": 2 / 3}
     assert extra["backend_calls_per_episode"] == 2.0
     recalls = [

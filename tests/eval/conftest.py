@@ -1,5 +1,6 @@
-"""Fixtures of the evaluation tests: hand-built trajectories, and scripts/evaluate.py over the
-tiny questions written as three datasets' dev files (the loopback judge server,
+"""Fixtures of the evaluation tests: hand-built trajectories, and the evaluation protocol
+(``grasp.eval.protocol``, the work of scripts/evaluate.py) over the tiny questions written as
+three datasets' dev files (the loopback judge server,
 ``judge_server``, is in tests/conftest.py)."""
 
 from __future__ import annotations
@@ -73,12 +74,6 @@ def make_trajectory(
 def trajectory():
     """``make_trajectory``: build a finished episode by hand."""
     return make_trajectory
-
-
-@pytest.fixture(scope="session")
-def evaluate(load_script):
-    """scripts/evaluate.py as a module."""
-    return load_script("evaluate")
 
 
 @pytest.fixture(scope="session")
