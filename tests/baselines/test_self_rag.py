@@ -32,7 +32,7 @@ def run(index, questions, backend: Backend, budget=5, summary=None, **config):
 
 
 def calls(trajectory: Trajectory) -> list[tuple[str, dict]]:
-    return [(t["call"]["name"], t["call"]["arguments"]) for t in trajectory.turns]
+    return [(t.call["name"], t.call["arguments"]) for t in trajectory.turns]
 
 
 def cycle(*replies: str):
@@ -93,7 +93,7 @@ def test_any_and_all_reproduce_crag_and_self_rag_on_the_same_hits(
     assert t.extra["self_rag_trigger"] == trigger
     assert t.extra["irrelevant_shares"] == [pytest.approx(1 / 3)] * searches
     # every decision is also in the text of the turn that took it
-    noted = [d for turn in t.turns for d in _note(turn["text"], "decisions").split()]
+    noted = [d for turn in t.turns for d in _note(turn.text, "decisions").split()]
     assert noted == decisions
     # the answer reads the hits graded relevant: ranks 1 and 3 of each search, once each
     kept = {h["paragraph_id"] for turn in t.turns[:searches] for h in turn.hits[::2]}
@@ -252,7 +252,7 @@ def test_the_route_is_kept_across_rewrites(tiny_index, tiny_questions, canned):
     )
     assert [name for name, _ in calls(t)] == ["semantic_search"] * 3 + ["answer"]
     assert len(llm.prompts("route")) == 1 and t.extra["route"] == "corpus"
-    assert [_note(turn["text"], "route") for turn in t.turns] == ["corpus", "", "", ""]
+    assert [_note(turn.text, "route") for turn in t.turns] == ["corpus", "", "", ""]
     assert t.extra["rewrites"] == 2 and t.extra["rewrite_triggered"] is True
 
 
