@@ -20,7 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from grasp.baselines.config import BaselineConfig
 from grasp.corpus.build import IndexConfig
-from grasp.data import DataSource
+from grasp.data import DataSource, default_normalized_path
 from grasp.env.environment import EnvConfig
 from grasp.eval.ablation import Ablation, sweep_variants
 from grasp.eval.baseline_table import Baseline
@@ -200,11 +200,14 @@ class EvaluateConfig:
         """The datasets to evaluate, in order, with the file each one reads."""
         if self.dataset is not None:
             return [self.dataset]
-        root = Path(self.data_dir) if self.data_dir else None
         return [
             DatasetConfig(
                 name=name,
-                path=str(root / str(name) / f"{self.split}.jsonl") if root else None,
+                path=(
+                    str(default_normalized_path(name, self.split, self.data_dir))
+                    if self.data_dir
+                    else None
+                ),
             )
             for name in self.datasets
         ]
@@ -428,11 +431,13 @@ def dataset_path(dataset: DatasetConfig, split: str) -> Path:
     """The file a dataset config reads: its ``path`` or the bundled default."""
     if dataset.path:
         return Path(dataset.path)
-    return REPO_ROOT / "data" / str(dataset.name) / f"{split}.jsonl"
+    return default_normalized_path(dataset.name, split)
 
 
-def default_index_dir(name: DatasetName | str, split: str) -> Path:
-    return REPO_ROOT / "indexes" / f"{name}-{split}"
+def default_index_dir(name: DatasetName | str, split: str, root: str | Path | None = None) -> Path:
+    """``<root>/<dataset>-<split>``, the index of a dataset's split (the one folder
+    build_index, evaluation and training agree on); ``root`` defaults to indexes/."""
+    return (Path(root) if root else REPO_ROOT / "indexes") / f"{name}-{split}"
 
 
 def to_dataclass(cfg: DictConfig, schema: type[T]) -> T:

@@ -104,6 +104,23 @@ class RewardBreakdown:
             "answer/f1": self.f1,
         }
 
+    @classmethod
+    def from_dict(cls, flat: dict[str, float], prefix: str = "reward/") -> RewardBreakdown:
+        """The inverse of ``as_dict`` (how a trajectory file stores the reward).
+
+        ``R_F`` may be absent (files written before it existed read back with 0.0).
+        """
+        return cls(
+            r_answer=flat[f"{prefix}R_A"],
+            r_read=flat[f"{prefix}R_R"],
+            r_search=flat[f"{prefix}R_S"],
+            r_efficiency=flat[f"{prefix}R_E"],
+            r_format=flat.get(f"{prefix}R_F", 0.0),
+            total=flat[f"{prefix}total"],
+            em=flat["answer/em"],
+            f1=flat["answer/f1"],
+        )
+
 
 DEFAULT_REWARD_CONFIG = RewardConfig()
 """The paper's weights (alpha=0.7, beta=0.15, gamma=0.15, threshold 0.5)."""

@@ -7,121 +7,29 @@ Evaluations apply a trained run's adapters by merging them (grasp/rollout/adapte
 training generates with its last adapter unmerged (PEFT). This times greedy generation of
 ``batch`` prompts x ``new_tokens`` tokens both ways, at each prompt length, in one process, alternating, and checks the
 two produce the same tokens. Prints a table and writes JSON.
+The benchmark lives in ``grasp/bench/adapters.py``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import time
-from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from grasp.bench import machine, write_report
+from grasp.bench.adapters import run_benchmark, table
+from grasp.bench.report import publish
 from grasp.config import BenchAdaptersConfig, register_configs, to_dataclass
 
 log = logging.getLogger("bench_adapters")
 register_configs()
 
 
-def load(config: BenchAdaptersConfig, merge_last: bool) -> Any:
-    """The base model with every adapter merged, or with the last one kept as PEFT's."""
-    from peft import PeftModel
-
-    from grasp.models import load_policy_model
-    from grasp.rollout.adapters import apply_adapters
-
-    model = apply_adapters(load_policy_model(config.model).model, config.adapters[:-1])
-    model = PeftModel.from_pretrained(model, config.adapters[-1])
-    return (model.merge_and_unload() if merge_last else model).eval()
-
-
-def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
-    import torch
-
-    from grasp.models import load_policy_model
-
-    load_before = os.getloadavg()
-    tokenizer = load_policy_model(config.model).tokenizer
-    rows = []
-    for repeat in config.prompt_repeats:
-        prompts = [
-            " ".join(
-                [
-                    f"Question {i}: which film did the director of the 19{i:02d} adaptation "
-                    "make next?"
-                ]
-                * repeat
-            )
-            for i in range(config.batch)
-        ]
-        encoded = tokenizer(prompts, return_tensors="pt", padding=True)
-        seconds: dict[str, list[float]] = {"unmerged": [], "merged": []}
-        tokens: dict[str, Any] = {}
-        for _ in range(config.repeats):
-            for name in seconds:
-                model = load(config, merge_last=name == "merged")
-                started = time.perf_counter()
-                with torch.no_grad():
-                    out = model.generate(
-                        **encoded,
-                        max_new_tokens=config.new_tokens,
-                        min_new_tokens=config.new_tokens,
-                        do_sample=False,
-                        pad_token_id=tokenizer.pad_token_id,
-                    )
-                seconds[name].append(time.perf_counter() - started)
-                tokens.setdefault(name, out)
-                log.info(
-                    "%d prompt tokens, %s: %.2f s",
-                    encoded["input_ids"].shape[1],
-                    name,
-                    seconds[name][-1],
-                )
-        same = (tokens["merged"] == tokens["unmerged"]).all(dim=1).float().mean().item()
-        unmerged, merged = min(seconds["unmerged"]), min(seconds["merged"])
-        rows.append(
-            {
-                "prompt_tokens": encoded["input_ids"].shape[1],
-                "unmerged_s": unmerged,
-                "merged_s": merged,
-                "speedup_merged": unmerged / merged,
-                "identical_sequences_share": same,
-                "all_seconds": seconds,
-            }
-        )
-    return {
-        "rows": rows,
-        "batch": config.batch,
-        "new_tokens": config.new_tokens,
-        "adapters": config.adapters,
-        "environment": machine(load_before),
-    }
-
-
-def table(report: dict[str, Any]) -> str:
-    lines = [
-        f"batch {report['batch']}, {report['new_tokens']} new tokens, greedy",
-        "",
-        "| prompt tokens | unmerged s | merged s | merged speed-up | identical sequences |",
-        "|---|---|---|---|---|",
-    ]
-    for r in report["rows"]:
-        lines.append(
-            f"| {r['prompt_tokens']} | {r['unmerged_s']:.2f} | {r['merged_s']:.2f} | "
-            f"{r['speedup_merged']:.2f}x | {r['identical_sequences_share']:.2f} |"
-        )
-    return "\n".join(lines)
-
-
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_adapters")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchAdaptersConfig)
     report = run_benchmark(config)
-    print(table(report))
-    log.info("wrote %s", write_report(report, config.out, "bench_adapters.json"))
+    publish(report, config.out, "bench_adapters.json", table(report), log)
 
 
 if __name__ == "__main__":

@@ -8,103 +8,29 @@ condition (idle; one other process spinning on a core at nice 19, as a second jo
 retrieval service on the same machine would), it times a 1024 x 1024 float32 matmul and
 MiniLM sentence encoding (the encoder of every index build and dense query). Prints a table
 and writes JSON; the ratios say what oversubscribing the cores costs here.
+The benchmark lives in ``grasp/bench/threads.py``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-import time
-from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from grasp.bench import machine, write_report
+from grasp.bench.report import publish
+from grasp.bench.threads import run_benchmark, table
 from grasp.config import BenchThreadsConfig, register_configs, to_dataclass
-from grasp.threads import available_cores, set_threads
 
 log = logging.getLogger("bench_threads")
 register_configs()
-
-SPIN = "while True: pass"
-
-
-def timed_rate(work, seconds: float) -> float:
-    """Calls of ``work`` per second over at least ``seconds`` (after one warm-up call)."""
-    work()
-    calls, started = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < seconds or calls < 3:
-        work()
-        calls += 1
-    return calls / elapsed
-
-
-def measure(threads: int, seconds: float, sentences: list[str], encoder) -> dict[str, float]:
-    import torch
-
-    set_threads(threads)
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    matmul_s = 1.0 / timed_rate(lambda: a @ b, seconds)
-    encode = lambda: encoder.encode(sentences, batch_size=len(sentences))  # noqa: E731
-    return {
-        "matmul_ms": matmul_s * 1000,
-        "encoder_sentences_per_s": timed_rate(encode, seconds) * len(sentences),
-    }
-
-
-def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    from grasp.corpus.encoder import resolve_model_path
-
-    load_before = os.getloadavg()
-    encoder = SentenceTransformer(resolve_model_path(config.encoder), device="cpu")
-    encoder = encoder.to(torch.bfloat16)
-    sentences = [f"Sentence number {i} of the benchmark, about a canal in Ohio." for i in range(64)]
-    rows = []
-    for neighbour in (False, True):
-        spinner = None
-        if neighbour:
-            spinner = subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", SPIN])
-            time.sleep(0.5)
-        try:
-            for threads in config.thread_counts:
-                row = {"threads": threads, "busy_neighbour": neighbour}
-                row.update(measure(threads, config.seconds, sentences, encoder))
-                rows.append(row)
-                log.info("%s", row)
-        finally:
-            if spinner is not None:
-                spinner.kill()
-                spinner.wait()
-    return {"rows": rows, "environment": machine(load_before), "cores": available_cores()}
-
-
-def table(report: dict[str, Any]) -> str:
-    lines = [
-        "| neighbour | threads | matmul ms | x idle 1-thread | encoder sentences/s |",
-        "|---|---|---|---|---|",
-    ]
-    idle_one = next(r for r in report["rows"] if not r["busy_neighbour"])["matmul_ms"]
-    for r in report["rows"]:
-        lines.append(
-            f"| {'busy' if r['busy_neighbour'] else 'idle'} | {r['threads']} | "
-            f"{r['matmul_ms']:.1f} | {r['matmul_ms'] / idle_one:.2f} | "
-            f"{r['encoder_sentences_per_s']:.0f} |"
-        )
-    return "\n".join(lines)
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_threads")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchThreadsConfig)
     report = run_benchmark(config)
-    print(table(report))
-    log.info("wrote %s", write_report(report, config.out, "bench_threads.json"))
+    publish(report, config.out, "bench_threads.json", table(report), log)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from grasp.config import (
     DatasetConfig,
     EvalRetrievalConfig,
     dataset_path,
+    default_index_dir,
     register_configs,
     to_dataclass,
 )
@@ -42,12 +43,11 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, EvalRetrievalConfig)
     set_threads(config.threads)
-    index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
     results: dict[str, dict[str, dict[str, dict[str, object]]]] = {}
     for name in config.datasets:
         path = dataset_path(DatasetConfig(name=name), config.split)
         questions = load_questions(name, "normalized", path=path, split=config.split)
-        directory = index_root / f"{name}-{config.split}"
+        directory = default_index_dir(name, config.split, config.index_root)
         source = {"dataset": str(name), "split": config.split, "path": str(path)}
         build_index(questions, config.index, directory, source=source)
         index = CorpusIndex.load(directory, config.index)

@@ -177,7 +177,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def load_script() -> Iterator[Callable[[str], ModuleType]]:
-    """``load_script("evaluate")``: scripts/evaluate.py as the module ``evaluate_script``.
+    """``load_script("baselines")``: scripts/baselines.py as the module ``baselines_script``.
 
     Scripts are not a package, so they are loaded from their files, once per session. Each is
     registered in sys.modules while the session lasts (dataclasses look their module up by

@@ -10,8 +10,11 @@ from hydra import compose, initialize_config_dir
 
 from grasp.config import (
     BuildIndexConfig,
+    DatasetConfig,
     EvalRetrievalConfig,
     EvaluateConfig,
+    dataset_path,
+    default_index_dir,
     register_configs,
     to_dataclass,
 )
@@ -125,3 +128,16 @@ def test_build_index_config_per_dataset(dataset):
 def test_config_typos_fail_with_the_field_named(name, schema, override, message):
     with pytest.raises(Exception, match=message.replace("[", r"\[").replace(".", r"\.")):
         compose_as(name, schema, [override])
+
+
+def test_the_data_and_index_folders_are_defined_once_with_an_optional_root(tmp_path) -> None:
+    from grasp.data import default_normalized_path
+
+    assert default_index_dir("musique", "dev") == REPO_ROOT / "indexes" / "musique-dev"
+    assert default_index_dir("musique", "dev", str(tmp_path)) == tmp_path / "musique-dev"
+    assert default_normalized_path("musique", "dev", tmp_path) == tmp_path / "musique" / "dev.jsonl"
+    assert dataset_path(DatasetConfig(name="musique"), "dev") == default_normalized_path("musique")
+    config = EvaluateConfig(datasets=["hotpotqa", "musique"], data_dir=str(tmp_path))
+    assert [c.path for c in config.dataset_configs()] == [
+        str(tmp_path / name / "dev.jsonl") for name in ("hotpotqa", "musique")
+    ]

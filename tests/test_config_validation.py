@@ -131,13 +131,11 @@ def test_log_level_is_matched_in_any_case_as_uvicorn_does():
     assert build("serve_retrieval", "log_level=WARNING").log_level == "WARNING"
 
 
-def test_top_k_beyond_the_corpus_fails_before_the_index_build(
-    load_script, tmp_path, tiny_questions
-):
+def test_top_k_beyond_the_corpus_fails_before_the_index_build(tmp_path, tiny_questions):
     from grasp.data import write_normalized
+    from grasp.eval.protocol import evaluate_datasets
     from grasp.types import DatasetName
 
-    evaluate = load_script("evaluate")
     path = tmp_path / "hotpotqa.jsonl"
     write_normalized([replace(q, dataset=DatasetName.HOTPOTQA) for q in tiny_questions], path)
     index_root = tmp_path / "indexes"
@@ -150,7 +148,7 @@ def test_top_k_beyond_the_corpus_fails_before_the_index_build(
         "env.top_k=100000",
     )
     with pytest.raises(ValueError, match=r"env\.top_k=100000 exceeds the sentences"):
-        evaluate.run(config)
+        evaluate_datasets(config)
     assert not index_root.exists() and not (tmp_path / "out").exists()
 
 

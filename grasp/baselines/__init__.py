@@ -1,5 +1,6 @@
 """Baselines as policies over the same environment: direct answer, single-step retrieval
-(optionally hybrid and reranked), IRCoT, CRAG and Adaptive-RAG, each holding an LLM backend.
+(optionally hybrid and reranked), IRCoT, CRAG, Adaptive-RAG, Self-RAG and Adaptive-RAG as an
+index router + Self-RAG, each holding an LLM backend.
 
     built = build_baseline_policy(BaselineConfig(kind="ircot"), PolicyConfig(kind="hf"), env)
 """

@@ -6,6 +6,8 @@ prompt per hit, all batched). When the share graded irrelevant is above ``crag_t
 searches again with the OTHER retriever (semantic <-> keyword); the answer then comes from
 the relevant hits plus the new ones (each passage once). Otherwise it answers from the
 relevant hits at once.
+The episode's ``rewrite_triggered`` says whether the share was above the threshold (the
+evaluation's trigger rate), ``crag_corrected`` whether a turn was left to search again.
 The grades are notes of the turn (``[relevant: 1,3]``, ``[irrelevant: 2,4,5]``: 1-based ranks
 in the first search), so the answer turn reads them back.
 
@@ -61,7 +63,11 @@ class CRAGPolicy(BaselinePolicy):
         share = len(irrelevant) / len(grades) if grades else 1.0
         notes = {"relevant": _list(relevant), "irrelevant": _list(irrelevant)}
         corrected = share > config.crag_threshold and view.turns_left > 1
-        extra = {"crag_irrelevant_share": share, "crag_corrected": corrected}
+        extra = {
+            "crag_irrelevant_share": share,
+            "crag_corrected": corrected,
+            "rewrite_triggered": share > config.crag_threshold,
+        }
         if not corrected:
             kept = [p for p, good in zip(passages, grades, strict=True) if good]
             return (yield from self.answer(view, kept, notes=notes, extra=extra))

@@ -25,6 +25,8 @@ class Purpose(StrEnum):
     GRADE = "grade"
     REWRITE = "rewrite"
     ROUTE = "route"
+    GROUNDED = "grounded"
+    ANSWERS = "answers"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ REWRITE_SYSTEM = (
     "Rewrite the question as a short search query of keywords. Reply with the query only."
 )
 ROUTE_SYSTEM = "Classify the question. Reply with one letter only."
+GROUNDED_SYSTEM = "Judge whether an answer is supported by the passages. Reply with yes or no only."
+ANSWERS_SYSTEM = "Judge whether an answer answers the question. Reply with yes or no only."
 FINAL_ANSWER = "So the answer is:"
 """IRCoT's stop phrase: a reasoning sentence containing it (or "The answer is:") ends the
 episode with the answer that follows."""
@@ -120,16 +124,44 @@ def grade_prompt(question: str, passage: Passage, max_chars: int, max_new_tokens
     return Prompt(GRADE_SYSTEM, user, max_new_tokens, Purpose.GRADE)
 
 
-def rewrite_prompt(question: str, max_new_tokens: int) -> Prompt:
-    """CRAG: the question rewritten as a search query."""
-    return Prompt(REWRITE_SYSTEM, f"Question: {question}\nQuery:", max_new_tokens, Purpose.REWRITE)
+def rewrite_prompt(question: str, max_new_tokens: int, tried: Sequence[str] = ()) -> Prompt:
+    """CRAG, Self-RAG: the question rewritten as a search query; Self-RAG names the queries
+    already tried, so that a second rewrite need not repeat the first."""
+    user = f"Question: {question}\n"
+    if tried:
+        user += "Queries already tried: " + "; ".join(tried) + "\n"
+    return Prompt(REWRITE_SYSTEM, user + "Query:", max_new_tokens, Purpose.REWRITE)
 
 
-def route_prompt(template: str, question: str, max_new_tokens: int) -> Prompt:
-    """Adaptive-RAG: the configured routing prompt for one question."""
-    return Prompt(
-        ROUTE_SYSTEM, template.replace("{question}", question), max_new_tokens, Purpose.ROUTE
+def grounded_prompt(
+    question: str, passages: Sequence[Passage], answer: str, max_chars: int, max_new_tokens: int
+) -> Prompt:
+    """Self-RAG: is the answer supported by the kept passages?"""
+    user = (
+        f"Passages:\n{format_passages(passages, max_chars)}\n\nQuestion: {question}\n"
+        f"Answer: {answer}\nIs the answer supported by the passages? Reply yes or no."
     )
+    return Prompt(GROUNDED_SYSTEM, user, max_new_tokens, Purpose.GROUNDED)
+
+
+def answers_prompt(question: str, answer: str, max_new_tokens: int) -> Prompt:
+    """Self-RAG: does the answer answer the question?"""
+    user = (
+        f"Question: {question}\nAnswer: {answer}\n"
+        "Does the answer answer the question? Reply yes or no."
+    )
+    return Prompt(ANSWERS_SYSTEM, user, max_new_tokens, Purpose.ANSWERS)
+
+
+def route_prompt(
+    template: str, question: str, max_new_tokens: int, index_summary: str | None = None
+) -> Prompt:
+    """Adaptive-RAG: the configured routing prompt for one question (and, for the index
+    router, the summary of what the index holds in place of {index_summary})."""
+    user = template
+    if index_summary is not None:
+        user = user.replace("{index_summary}", index_summary)
+    return Prompt(ROUTE_SYSTEM, user.replace("{question}", question), max_new_tokens, Purpose.ROUTE)
 
 
 def first_line(text: str) -> str:
@@ -174,6 +206,12 @@ def is_relevant(reply: str) -> bool:
     """A grade reply means relevant when its first word is yes or relevant."""
     words = re.findall(r"[a-z]+", reply.lower())
     return bool(words) and words[0] in ("yes", "relevant")
+
+
+def is_yes(reply: str) -> bool:
+    """A check's reply (grounded, answers) passes when its first word is yes."""
+    words = re.findall(r"[a-z]+", reply.lower())
+    return bool(words) and words[0] == "yes"
 
 
 def read_route_letter(reply: str) -> str | None:

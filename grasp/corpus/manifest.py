@@ -280,6 +280,7 @@ def _kind(value: Any) -> str:
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+    """The hex SHA-256 of a file's bytes, read ``chunk`` bytes at a time."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(chunk):

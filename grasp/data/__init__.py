@@ -95,9 +95,13 @@ class DataSource(StrEnum):
     """The Hugging Face hub copy; needs a network."""
 
 
-def default_normalized_path(dataset: DatasetName | str, split: str = "dev") -> Path:
-    """``<repo root>/data/<dataset>/<split>.jsonl``, where the bundled files live."""
-    return REPO_ROOT / "data" / str(DatasetName(dataset)) / f"{split}.jsonl"
+def default_normalized_path(
+    dataset: DatasetName | str, split: str = "dev", root: str | Path | None = None
+) -> Path:
+    """``<root>/<dataset>/<split>.jsonl``; ``root`` defaults to ``<repo root>/data``, where
+    the bundled files live. The one definition of where a split's questions are."""
+    base = Path(root) if root else REPO_ROOT / "data"
+    return base / str(DatasetName(dataset)) / f"{split}.jsonl"
 
 
 def _resolve(path: str | Path) -> Path:

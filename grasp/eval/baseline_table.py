@@ -16,6 +16,8 @@ never a dropped row. Trained policies are rows too (``PlannedBaseline(name, run_
 ``scripts/evaluate.py run_dir=R stage=S`` with the table's datasets, n and seed. Given a
 token counter, each dataset and the pooled questions also get the context tokens per episode
 (``grasp/eval/context.py``): what the tools showed the policy, counted alike for every row.
+Rows whose results report a rewrite trigger rate (``policy_extra.trigger_rate``: CRAG,
+Self-RAG) have it per dataset and pooled, in a section of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
-from grasp.eval.summary import NOT_RECORDED
+from grasp.eval.results import (
+    NOT_RECORDED,
+    DatasetResults,
+    EvaluationResults,
+    Interval,
+    MacroResults,
+    PooledResults,
+    Summary,
+)
 from grasp.eval.sweep import (
     RunStatus,
     TableFiles,
@@ -57,6 +67,8 @@ class Baseline(StrEnum):
     IRCOT = "ircot"
     CRAG = "crag"
     ADAPTIVE = "adaptive"
+    SELF_RAG = "self_rag"
+    ADAPTIVE_SELF_RAG = "adaptive_self_rag"
 
     @property
     def label(self) -> str:
@@ -75,6 +87,8 @@ _LABELS = {
     Baseline.IRCOT: "IRCoT",
     Baseline.CRAG: "CRAG",
     Baseline.ADAPTIVE: "Adaptive-RAG",
+    Baseline.SELF_RAG: "Self-RAG",
+    Baseline.ADAPTIVE_SELF_RAG: "Adaptive-RAG, index router + Self-RAG",
 }
 
 RESULTS_FILE = "results.json"
@@ -85,6 +99,8 @@ METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 """(results key, header) of the compared quantities."""
 CONTEXT = ("context_tokens", "context tokens")
 """(cell key, header) of the context tokens per episode, when the table counts them."""
+TRIGGER = "trigger_rate"
+"""Cell key of a corrective baseline's rewrite trigger rate (``policy_extra.trigger_rate``)."""
 
 
 def unmet_requirement(config: Mapping[str, Any]) -> str | None:
@@ -159,6 +175,10 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
         # (single_step_hybrid fuses the environment's two searches itself).
         return True
+    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
+        # Read by the self_rag and adaptive_self_rag policies only.
+        kind = resolved.get("baseline", {}).get("kind")
+        return kind not in ("self_rag", "adaptive_self_rag")
     if key == "policy.adapters":
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
@@ -171,26 +191,33 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
 # --- one row -------------------------------------------------------------------------------
 
 
-def _cell(value: Any, interval: Mapping[str, float] | None) -> dict[str, Any]:
+def _cell(value: Any, interval: Interval | None) -> dict[str, Any]:
     """``{"value", "ci"}``: the mean (or "not computed"...) and its [low, high] interval."""
-    if isinstance(value, Mapping):  # a macro entry: {"mean", "low", "high", "n"}
-        value, interval = value["mean"], value
-    ci = [interval["low"], interval["high"]] if interval and not isinstance(value, str) else None
+    if isinstance(value, Interval):  # a macro entry
+        value, interval = value.mean, value
+    ci = [interval.low, interval.high] if interval and not isinstance(value, str) else None
     return {"value": value, "ci": ci}
 
 
-def _metrics(results: Mapping[str, Any]) -> dict[str, Any]:
+def _metrics(results: Summary | MacroResults) -> dict[str, Any]:
     """The compared quantities of one results entry (a dataset's, pooled or macro)."""
-    intervals = results.get("ci", {})
-    cells = {key: _cell(results.get(key), intervals.get(key)) for key, _ in METRICS}
-    verdicts = results.get("judge")  # counts by verdict, when a judge ran
-    if isinstance(verdicts, Mapping):
+    if isinstance(results, MacroResults):
+        return {key: _cell(results.means.get(key), None) for key, _ in METRICS}
+    cells = {key: _cell(getattr(results, key), results.ci.get(key)) for key, _ in METRICS}
+    verdicts = results.judge  # counts by verdict, when a judge ran
+    if verdicts is not None:
         answers = sum(verdicts.values())
         unscored = verdicts.get("unparseable", 0) + verdicts.get("error", 0)
         cells["jd_scored"] = {"scored": answers - unscored, "answers": answers}
-    for key in ("wall_time_s", "questions", "questions_rolled_out", "questions_timed"):
-        if key in results:
-            cells[key] = results[key]
+    if isinstance(results, DatasetResults | PooledResults):
+        cells["wall_time_s"] = results.wall_time_s
+        if isinstance(results, DatasetResults):
+            cells["questions"] = results.questions
+        cells["questions_rolled_out"] = results.questions_rolled_out
+        cells["questions_timed"] = results.questions_timed
+    extra = results.policy_extra or {}
+    if TRIGGER in extra:  # a corrective baseline's (grasp.eval.summary.extra_summary)
+        cells[TRIGGER] = {"rate": extra[TRIGGER], "episodes": extra.get("trigger_episodes")}
     return cells
 
 
@@ -231,20 +258,24 @@ def read_row(
     return row
 
 
-def _finished(results: Mapping[str, Any], datasets: Sequence[str], path: Path) -> dict[str, Any]:
-    absent = [d for d in datasets if d not in results.get("datasets", {})]
-    if absent or "overall" not in results:
+def _finished(data: Mapping[str, Any], datasets: Sequence[str], path: Path) -> dict[str, Any]:
+    absent = [d for d in datasets if d not in data.get("datasets", {})]
+    if absent or "overall" not in data:
         raise ValueError(f"{path}: no results of {absent or 'overall'}")
-    pooled = results["overall"]["pooled"]
+    try:
+        results = EvaluationResults.from_json(data)
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not an evaluation's results ({error})") from error
+    pooled = results.overall.pooled
     return {
         "status": str(RunStatus.FINISHED),
-        "questions": results.get("questions"),
-        "wall_time_s": pooled.get("wall_time_s"),
-        "datasets": {d: _metrics(results["datasets"][d]) for d in datasets},
+        "questions": results.questions,
+        "wall_time_s": pooled.wall_time_s,
+        "datasets": {d: _metrics(results.datasets[d]) for d in datasets},
         "pooled": _metrics(pooled),
-        "macro": _metrics(results["overall"]["macro"]),
-        "provenance": results.get("provenance") or {},
-        "protocol": {k: results.get("config", {}).get(k) for k in ("split", "n", "seed")},
+        "macro": _metrics(results.overall.macro),
+        "provenance": results.provenance or {},
+        "protocol": {k: results.config.get(k) for k in ("split", "n", "seed")},
     }
 
 
@@ -383,7 +414,35 @@ def render_markdown(table: BaselineTable) -> str:
             for row in table.rows
         ]
         lines += markdown_table(header, cells)
+    lines += _trigger_section(table)
     return "\n".join(lines) + "\n"
+
+
+def _trigger_section(table: BaselineTable) -> list[str]:
+    """The rewrite trigger rate of the rows that report one (CRAG, Self-RAG); none: no lines."""
+    parts = [*table.datasets, "pooled"]
+    rows = [r for r in table.rows if any(TRIGGER in (_part(r, p) or {}) for p in parts)]
+    if not rows:
+        return []
+    cells = []
+    for row in rows:
+        rates = [(_part(row, p) or {}).get(TRIGGER) for p in parts]
+        cells.append(
+            [
+                _name(row),
+                *("—" if c is None else f"{c['rate']:.3f} ({c['episodes']})" for c in rates),
+            ]
+        )
+    return [
+        "",
+        "## rewrite trigger rate",
+        "",
+        "Share of the episodes that graded hits whose rewrite trigger fired (CRAG: irrelevant "
+        "share above `crag_threshold`; Self-RAG: `baseline.self_rag.trigger`), with the number "
+        "of such episodes.",
+        "",
+        *markdown_table(["baseline", *parts], cells),
+    ]
 
 
 def _part(row: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:

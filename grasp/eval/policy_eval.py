@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,15 @@ from tqdm.auto import tqdm
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
+from grasp.eval.results import (
+    NOT_RECORDED,
+    DatasetEvaluation,
+    DatasetResults,
+    Mean,
+    RolloutTime,
+)
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
-from grasp.eval.summary import NOT_RECORDED, EpisodeScores, summarize
+from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
 from grasp.eval.sweep import config_differences
 from grasp.eval.tables import results_markdown
@@ -53,7 +60,8 @@ ROLLOUT_LOG_FILE = "rollout_log.jsonl"
 
 @dataclass
 class EvaluationOutput:
-    results: dict[str, Any]
+    results: DatasetEvaluation
+    """What results.json holds."""
     trajectories: list[Trajectory]
     scores: EpisodeScores
     """Supporting-sentence recall and judge verdicts by episode id."""
@@ -212,29 +220,25 @@ def evaluate_policy(
         scores = score_episodes(engine.env.index.corpus, questions, trajectories)
         if judge is not None:
             scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
-        results = summarize(trajectories, scores)
-        results["scoring_time_s"] = time.perf_counter() - scoring_started
-        results["wall_time_s"] = timed["wall"]
-        results["wall_time_per_question_s"] = (
-            timed["wall"] / timed["questions"] if timed["questions"] else NOT_RECORDED
+        summary = summarize(trajectories, scores)
+        dataset = DatasetResults(
+            **summary.summary_fields(),
+            scoring_time_s=time.perf_counter() - scoring_started,
+            wall_time_s=timed.wall,
+            wall_time_per_question_s=timed.per_question(),
+            rollout_time_s=timed.split(),
+            questions=len(wanted),
+            questions_rolled_out=rolled.rolled_out,
+            questions_timed=timed.questions,
+            rollout_runs=timed.runs,
+            rollout_code=timed.code,
+            generation_errors=generation_errors,
+            repeated_lines_dropped=rolled.finished.repeated,
         )
-        results["rollout_time_s"] = {
-            "generation": timed["generation"],
-            "environment": timed["environment"],
-            "environment_share": timed["environment"] / timed["total"] if timed["total"] else 0.0,
-        }
-        results["questions"] = len(wanted)
-        results["questions_rolled_out"] = rolled.rolled_out
-        results["questions_timed"] = timed["questions"]
-        results["rollout_runs"] = timed["runs"]
-        results["rollout_code"] = timed["code"]
-        results["generation_errors"] = generation_errors
-        results["repeated_lines_dropped"] = rolled.finished.repeated
-        results["config"] = fingerprint
-        results["provenance"] = provenance
-        write_atomic(out_dir / "results.json", json.dumps(results, indent=2, default=str))
+        results = DatasetEvaluation(dataset, fingerprint, provenance)
+        write_atomic(out_dir / "results.json", json.dumps(results.to_json(), indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
-        markdown = results_markdown(title, [(out_dir.name, results)], provenance or {}, fingerprint)
+        markdown = results_markdown(title, [(out_dir.name, dataset)], provenance or {}, fingerprint)
         write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)
 
@@ -258,19 +262,41 @@ def _log_line(
     }
 
 
-def rollout_time(path: Path, wanted: set[str]) -> dict[str, Any]:
+@dataclass
+class LoggedTime:
+    """``rollout_time``: the seconds of the logged batches that cover wanted questions."""
+
+    wall: float = 0.0
+    generation: float = 0.0
+    environment: float = 0.0
+    total: float = 0.0
+    questions: int = 0
+    """Wanted questions the counted batches cover."""
+    runs: int = 0
+    """Evaluation runs that logged them."""
+    code: list[Any] = field(default_factory=list)
+    """The code versions that rolled them out (one, unless a resumed run had another commit)."""
+
+    def per_question(self) -> Mean:
+        """Wall seconds per timed question; "not recorded" when no batch was timed."""
+        return self.wall / self.questions if self.questions else NOT_RECORDED
+
+    def split(self) -> RolloutTime:
+        """Generation against environment seconds, as results.json reports them."""
+        share = self.environment / self.total if self.total else 0.0
+        return RolloutTime(self.generation, self.environment, share)
+
+
+def rollout_time(path: Path, wanted: set[str]) -> LoggedTime:
     """Seconds spent rolling out ``wanted``, summed over the batches ``path`` logged.
 
     A batch counts when every one of its questions is wanted (a folder reused for a subset
-    counts only whole batches). ``questions`` is how many wanted questions the counted batches
-    cover, ``runs`` how many evaluation runs logged them and ``code`` the code versions that
-    rolled them out (one, unless a resumed run had another commit). A torn last line (a run
-    killed while writing it) is skipped; its batch counts as untimed.
+    counts only whole batches). A torn last line (a run killed while writing it) is skipped;
+    its batch counts as untimed.
     """
-    timed = {"wall": 0.0, "generation": 0.0, "environment": 0.0, "total": 0.0}
+    timed = LoggedTime()
     covered: set[str] = set()
     runs: set[str] = set()
-    code: list[Any] = []
     if path.exists():
         for line in path.read_text().splitlines():
             try:
@@ -283,13 +309,14 @@ def rollout_time(path: Path, wanted: set[str]) -> dict[str, Any]:
                 continue
             covered |= ids
             runs.add(entry["run"])
-            if entry.get("code") not in code:
-                code.append(entry.get("code"))
-            timed["wall"] += entry["wall_s"]
-            timed["generation"] += entry["generation_s"]
-            timed["environment"] += entry["environment_s"]
-            timed["total"] += entry["total_s"]
-    return {**timed, "questions": len(covered), "runs": len(runs), "code": code}
+            if entry.get("code") not in timed.code:
+                timed.code.append(entry.get("code"))
+            timed.wall += entry["wall_s"]
+            timed.generation += entry["generation_s"]
+            timed.environment += entry["environment_s"]
+            timed.total += entry["total_s"]
+    timed.questions, timed.runs = len(covered), len(runs)
+    return timed
 
 
 def score_episodes(

@@ -11,12 +11,12 @@ Hugging Face cache (what transformers and vLLM load), or "not cached" when there
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from grasp.corpus.manifest import file_sha256
 from grasp.eval.judge import JudgeConfig, JudgeKind
 from grasp.models import WHEEL_PREFIX, ModelConfig, gguf_path, wheel_model
 from grasp.paths import REPO_ROOT
@@ -44,14 +44,6 @@ def _git(repo: Path, *args: str) -> str:
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, timeout=30
     )
     return done.stdout.strip()
-
-
-def file_sha256(path: Path, chunk_bytes: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def dataset_identity(name: str, source: str, path: Path | None) -> dict[str, Any]:

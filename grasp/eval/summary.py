@@ -18,18 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grasp.eval.judge import VERDICT_SCORES, JudgeResult, Verdict
+from grasp.eval.results import (
+    NO_VERDICTS,
+    NOT_AVAILABLE,
+    NOT_COMPUTED,
+    NOT_RECORDED,
+    Interval,
+    MacroResults,
+    Summary,
+)
 from grasp.metrics import all_gold_found, bootstrap_ci, macro_bootstrap_ci, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
-
-NOT_COMPUTED = "not computed"
-"""JD when no judge is configured."""
-NO_VERDICTS = "no parseable verdicts"
-"""JD when a judge ran but no episode got a yes, no or no-answer verdict."""
-NOT_AVAILABLE = "not available"
-"""Supporting-sentence recall of episodes without sentence-level supporting facts."""
-NOT_RECORDED = "not recorded"
-"""A cost the run did not measure: token counts of policies without token ids (chat-level
-backends, the scripted agent, baselines), wall time of batches whose log line was lost."""
 
 MEAN_METRICS = (
     "em",
@@ -68,7 +67,7 @@ def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
     for t in trajectories:
         counts.tool_calls.update(t.tool_calls)
         counts.errors.update(t.errors)
-        counts.stops[t.stop_reason] += 1
+        counts.stops[str(t.stop_reason)] += 1
         counts.turns += t.turns_used
     return counts
 
@@ -111,8 +110,8 @@ def metric_values(
         gold = set(t.gold_paragraph_ids)
         found = t.retrieved_paragraph_ids
         read = set(t.read_paragraph_ids)
-        values["em"].append(t.reward["answer/em"])
-        values["f1"].append(t.reward["answer/f1"])
+        values["em"].append(t.reward.em)
+        values["f1"].append(t.reward.f1)
         values["recall"].append(paragraph_recall(found, gold))
         values["recall_all_gold"].append(all_gold_found(found, gold))
         values["read_recall"].append(paragraph_recall(read, gold))
@@ -130,9 +129,9 @@ def metric_values(
     return values
 
 
-def _interval(values: Sequence[float]) -> dict[str, float]:
+def _interval(values: Sequence[float]) -> Interval:
     interval = bootstrap_ci(list(values))
-    return {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
+    return Interval(interval.mean, interval.low, interval.high, interval.n)
 
 
 def _judge_counts(trajectories: Sequence[Trajectory], scores: EpisodeScores) -> dict[str, int]:
@@ -141,10 +140,8 @@ def _judge_counts(trajectories: Sequence[Trajectory], scores: EpisodeScores) -> 
     return {str(v): counts[str(v)] for v in Verdict}
 
 
-def summarize(
-    trajectories: Sequence[Trajectory], scores: EpisodeScores | None = None
-) -> dict[str, Any]:
-    """Aggregate metrics of ``trajectories``; the first keys are em, f1, jd and recall.
+def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None = None) -> Summary:
+    """Aggregate metrics of ``trajectories``.
 
     ``jd`` is a number only when ``scores.verdicts`` holds a judge's verdicts, else
     "not computed"; the supporting-sentence recalls are "not available" when no episode has
@@ -164,29 +161,25 @@ def summarize(
         means.setdefault(name, NOT_AVAILABLE)
     counts = count_events(trajectories)
     turns = counts.turns
-    reward_keys = [k for k in trajectories[0].reward if k.startswith("reward/")]
-    results: dict[str, Any] = {
-        name: means[name] for name in MEAN_METRICS if name != "turns_per_episode"
-    }
-    results["ci"] = {name: _interval(v) for name, v in values.items() if v}
-    results["judge"] = _judge_counts(trajectories, scores) if scores.verdicts is not None else None
-    results["supporting_sentence_episodes"] = len(values["supporting_sentence_recall"])
-    results.update(
-        {
-            "reward": {k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
-            "reward_ci": {k: _interval([t.reward[k] for t in trajectories]) for k in reward_keys},
-            "tool_calls_per_episode": {k: v / n for k, v in sorted(counts.tool_calls.items())},
-            "parse_error_rate": counts.parse_errors / max(turns, 1),
-            "invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
-            "errors": dict(sorted(counts.errors.items())),
-            "stop_reasons": {k: v / n for k, v in sorted(counts.stops.items())},
-            "turns_per_episode": turns / n,
-            **token_means(trajectories),
-            "episodes": n,
-            "policy_extra": extra_summary(trajectories),
-        }
+    rewards = [t.reward.as_dict() for t in trajectories]  # results.json keys are made here
+    reward_keys = [k for k in rewards[0] if k.startswith("reward/")]
+    return Summary(
+        **{name: means[name] for name in MEAN_METRICS if name != "turns_per_episode"},
+        ci={name: _interval(v) for name, v in values.items() if v},
+        judge=_judge_counts(trajectories, scores) if scores.verdicts is not None else None,
+        supporting_sentence_episodes=len(values["supporting_sentence_recall"]),
+        reward={k: sum(r[k] for r in rewards) / n for k in reward_keys},
+        reward_ci={k: _interval([r[k] for r in rewards]) for k in reward_keys},
+        tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},
+        parse_error_rate=counts.parse_errors / max(turns, 1),
+        invalid_call_rate=counts.errors["invalid_call"] / max(turns, 1),
+        errors=dict(sorted(counts.errors.items())),
+        stop_reasons={k: v / n for k, v in sorted(counts.stops.items())},
+        turns_per_episode=turns / n,
+        **token_means(trajectories),
+        episodes=n,
+        policy_extra=extra_summary(trajectories),
     )
-    return results
 
 
 def token_means(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
@@ -212,7 +205,9 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
 
     ``routes``: share of episodes per Adaptive-RAG route; ``backend_*``: mean backend calls
     and tokens per episode that reported them; ``context_recall``: mean recall of the gold
-    paragraphs among those the backend answered from. Empty when nothing was reported.
+    paragraphs among those the backend answered from; ``trigger_rate``: share of the episodes
+    that graded hits (CRAG, Self-RAG) whose rewrite trigger fired (``trigger_episodes`` of
+    them). Empty when nothing was reported.
     """
     summary: dict[str, Any] = {}
     routes = Counter(str(t.extra["route"]) for t in trajectories if "route" in t.extra)
@@ -222,6 +217,12 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
         reported = [t.extra[key] for t in trajectories if key in t.extra]
         if reported:
             summary[f"{key}_per_episode"] = sum(reported) / len(reported)
+    triggered = [
+        bool(t.extra["rewrite_triggered"]) for t in trajectories if "rewrite_triggered" in t.extra
+    ]
+    if triggered:
+        summary["trigger_rate"] = sum(triggered) / len(triggered)
+        summary["trigger_episodes"] = len(triggered)
     context = [
         paragraph_recall(set(t.extra["context_paragraph_ids"]), set(t.gold_paragraph_ids))
         for t in trajectories
@@ -233,35 +234,37 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     return summary
 
 
-def macro_summary(per_dataset: Mapping[str, dict[str, list[float]]]) -> dict[str, Any]:
+def macro_summary(per_dataset: Mapping[str, dict[str, list[float]]]) -> MacroResults:
     """The mean over datasets of each dataset's mean, with a stratified bootstrap interval.
 
     ``per_dataset`` maps a dataset to its ``metric_values``. A metric is averaged over the
     datasets that have it (``datasets`` lists them); JD is "not computed" unless every
     dataset was judged.
     """
-    macro: dict[str, Any] = {}
+    means: dict[str, Interval | str] = {}
     included: dict[str, list[str]] = {}
     for name in MEAN_METRICS:
         having = [d for d, values in per_dataset.items() if values.get(name)]
         if not having:
-            macro[name] = NOT_AVAILABLE
+            means[name] = NOT_AVAILABLE
             continue
         interval = macro_bootstrap_ci([per_dataset[d][name] for d in having])
-        macro[name] = {
-            "mean": interval.mean,
-            "low": interval.low,
-            "high": interval.high,
-            "n": interval.n,
-        }
+        means[name] = Interval(interval.mean, interval.low, interval.high, interval.n)
         included[name] = having
-    macro["datasets"] = included
-    return macro
+    return MacroResults(means, included)
+
+
+@dataclass
+class OverallSummary:
+    """``overall_summary``: the pooled episodes' summary and the macro mean over datasets."""
+
+    pooled: Summary
+    macro: MacroResults
 
 
 def overall_summary(
     parts: Mapping[str, tuple[Sequence[Trajectory], EpisodeScores]],
-) -> dict[str, Any]:
+) -> OverallSummary:
     """Pooled (every episode of every dataset) and macro (mean of dataset means) results."""
     trajectories = [t for part, _ in parts.values() for t in part]
     counts = Counter(t.episode_id for t in trajectories)
@@ -270,6 +273,6 @@ def overall_summary(
         raise ValueError(f"episode ids repeat across datasets, cannot pool: {repeated[:3]}")
     pooled = summarize(trajectories, EpisodeScores.merge([s for _, s in parts.values()]))
     macro = macro_summary({d: metric_values(t, s) for d, (t, s) in parts.items()})
-    if pooled["jd"] == NOT_COMPUTED:
-        macro["jd"] = NOT_COMPUTED
-    return {"pooled": pooled, "macro": macro}
+    if pooled.jd == NOT_COMPUTED:
+        macro.means["jd"] = NOT_COMPUTED
+    return OverallSummary(pooled, macro)

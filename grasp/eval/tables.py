@@ -12,6 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from grasp.eval.results import (
+    DatasetResults,
+    Interval,
+    MacroResults,
+    Mean,
+    PooledResults,
+    Summary,
+)
+
 QUALITY_COLUMNS = (
     ("EM", "em"),
     ("F1", "f1"),
@@ -25,14 +34,18 @@ QUALITY_COLUMNS = (
 """(column header, result key) of the quality table."""
 
 
-def format_interval(value: Any, interval: Mapping[str, float] | None) -> str:
+def format_interval(value: Any, interval: Interval | Mapping[str, float] | None) -> str:
     """``0.412 [0.371, 0.455]``; a string value (not computed, not available) as it is."""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping):  # a macro entry: {"mean", "low", "high"}
+    if isinstance(value, Interval):  # a macro entry
+        value, interval = value.mean, value
+    elif isinstance(value, Mapping):  # a macro entry as results.json holds it
         value, interval = value["mean"], value
     if interval is None:
         return f"{value:.3f}"
+    if isinstance(interval, Interval):
+        return f"{value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
     return f"{value:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
 
 
@@ -55,14 +68,17 @@ def describe(identity: Any) -> str:
     return ", ".join(f"{key}={value}" for key, value in flat.items())
 
 
-def _quality_row(label: str, results: Mapping[str, Any], questions: str) -> str:
+def _quality_row(label: str, results: Summary | MacroResults, questions: str) -> str:
     cells = [label, questions]
     for _, key in QUALITY_COLUMNS:
-        interval = results.get("ci", {}).get(key)
-        cell = format_interval(results.get(key, "n/a"), interval)
-        if interval and "episodes" in results and interval["n"] != results["episodes"]:
+        if isinstance(results, MacroResults):
+            cells.append(format_interval(results.means.get(key, "n/a"), None))
+            continue
+        interval = results.ci.get(key)
+        cell = format_interval(getattr(results, key), interval)
+        if interval and interval.n != results.episodes:
             # JD leaves out unparseable verdicts, SS recall questions without sentence facts.
-            cell += f" (n={interval['n']})"
+            cell += f" (n={interval.n})"
         cells.append(cell)
     return "| " + " | ".join(cells) + " |"
 
@@ -74,20 +90,27 @@ def _figure(value: Any, spec: str) -> str:
     return value if isinstance(value, str) else format(value, spec)
 
 
-def _cost_row(label: str, results: Mapping[str, Any], tools: Sequence[str]) -> str:
-    calls = results["tool_calls_per_episode"]
-    stops = ", ".join(f"{k} {v:.2f}" for k, v in results["stop_reasons"].items())
-    judge = results.get("judge") or {}
+def _cost_row(label: str, results: Summary, tools: Sequence[str]) -> str:
+    calls = results.tool_calls_per_episode
+    stops = ", ".join(f"{k} {v:.2f}" for k, v in results.stop_reasons.items())
+    judge = results.judge or {}
     cells = [label, *(f"{calls.get(tool, 0.0):.2f}" for tool in tools)]
     cells += [
-        f"{results['parse_error_rate']:.3f}",
-        f"{results['invalid_call_rate']:.3f}",
+        f"{results.parse_error_rate:.3f}",
+        f"{results.invalid_call_rate:.3f}",
         f"{judge['unparseable']} / {judge['error']}" if judge else "-",
         stops,
-        _figure(results.get("generated_tokens_per_episode"), ".0f"),
-        _figure(results.get("wall_time_per_question_s"), ".3f"),
+        _figure(results.generated_tokens_per_episode, ".0f"),
+        _figure(_wall_per_question(results), ".3f"),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _wall_per_question(results: Summary) -> Mean | None:
+    """Rows with a cost have a wall time; a bare summary has none."""
+    if isinstance(results, DatasetResults | PooledResults):
+        return results.wall_time_per_question_s
+    return None
 
 
 def _header(provenance: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
@@ -114,26 +137,27 @@ def _header(provenance: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
 
 def results_markdown(
     title: str,
-    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    rows: Sequence[tuple[str, Summary]],
     provenance: Mapping[str, Any],
     config: Mapping[str, Any],
-    macro: Mapping[str, Any] | None = None,
+    macro: MacroResults | None = None,
 ) -> str:
     """The whole results.md: header, the quality table, then the tool-use and cost table.
 
-    ``rows`` are (label, summary) pairs, e.g. each dataset then ("overall (pooled)", ...);
-    ``macro`` is ``macro_summary``'s output, added as the last quality row when given.
+    ``rows`` are (label, summary) pairs, e.g. each dataset then ("overall (pooled)", ...); a
+    row without wall time (a bare ``Summary``) says "not recorded"; ``macro`` is
+    ``macro_summary``'s output, added as the last quality row when given.
     """
     lines = [f"# {title}", "", *_header(provenance, config), ""]
     head = ["", "questions", *(name for name, _ in QUALITY_COLUMNS)]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for label, results in rows:
-        lines.append(_quality_row(label, results, str(results["episodes"])))
+        lines.append(_quality_row(label, results, str(results.episodes)))
     if macro is not None:
-        datasets = len(macro["datasets"].get("em", []))
+        datasets = len(macro.datasets.get("em", []))
         lines.append(_quality_row("overall (macro)", macro, f"{datasets} datasets"))
-    tools = sorted({tool for _, r in rows for tool in r["tool_calls_per_episode"]})
+    tools = sorted({tool for _, r in rows for tool in r.tool_calls_per_episode})
     cost_head = [
         "",
         *tools,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grasp.eval.summary import NOT_RECORDED
+from grasp.eval.results import NOT_RECORDED
 from grasp.report.load import RunData, TrajectorySet
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grasp.eval.summary import count_events
-from grasp.reward import RewardConfig
+from grasp.reward import RewardBreakdown, RewardConfig
 from grasp.rollout.chat import TokenTrace
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
@@ -148,7 +148,7 @@ class GraspRollout:
         rounds = 0
         step = trainer.state.global_step
         for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
-            totals = [[t.reward["reward/total"] for t in g] for g in groups]
+            totals = [[t.reward.total for t in g] for g in groups]
             missing = needed - select_groups(totals, needed).with_spread
             if missing == 0:
                 rounds -= 1
@@ -170,7 +170,7 @@ class GraspRollout:
             extra_environment += batch.timings.environment
             fresh = batch.trajectories
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
-        totals = [[t.reward["reward/total"] for t in g] for g in groups]
+        totals = [[t.reward.total for t in g] for g in groups]
         selection = select_groups(totals, needed)
         kept = [
             replace(t, group_id=number)
@@ -222,12 +222,12 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
     n = len(trajectories)
     counts = count_events(trajectories)
     turns = counts.turns
-    totals = [t.reward["reward/total"] for t in trajectories]
+    totals = [t.reward.total for t in trajectories]
     groups = [totals[i : i + group] for i in range(0, n, group)]
     flat = sum(1 for g in groups if max(g) - min(g) < 1e-9)
     metrics = {
-        "answer/em": statistics.fmean(t.reward["answer/em"] for t in trajectories),
-        "answer/f1": statistics.fmean(t.reward["answer/f1"] for t in trajectories),
+        "answer/em": statistics.fmean(t.reward.em for t in trajectories),
+        "answer/f1": statistics.fmean(t.reward.f1 for t in trajectories),
         "episode/turns": turns / n,
         "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
@@ -235,9 +235,10 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "tools/invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
-    for key in trajectories[0].reward:
+    rewards = [t.reward.as_dict() for t in trajectories]  # logging is where keys are made
+    for key in rewards[0]:
         if key.startswith("reward/"):
-            metrics[key] = statistics.fmean(t.reward[key] for t in trajectories)
+            metrics[key] = statistics.fmean(r[key] for r in rewards)
     for tool in ToolName:
         metrics[f"tools/{tool.value}_per_episode"] = counts.tool_calls[tool] / n
     for reason in StopReason:
@@ -264,8 +265,10 @@ def reward_functions() -> list[Callable[..., list[float | None]]]:
     def term(name: str) -> Callable[..., list[float | None]]:
         key = f"reward/{name}"
 
-        def reward(prompts, completions, grasp_reward, **kwargs) -> list[float | None]:
-            return [float(r[key]) for r in grasp_reward]
+        def reward(
+            prompts, completions, grasp_reward: list[RewardBreakdown], **kwargs
+        ) -> list[float | None]:
+            return [float(r.as_dict()[key]) for r in grasp_reward]
 
         reward.__name__ = name
         return reward

@@ -21,6 +21,7 @@ from grasp.config import default_index_dir
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.results import DatasetEvaluation
 from grasp.eval.sweep import config_differences
 from grasp.models import (
     WHEEL_PREFIX,
@@ -31,7 +32,6 @@ from grasp.models import (
     parameters_sharded_by_launcher,
     sharded_by_launcher,
 )
-from grasp.paths import REPO_ROOT
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
@@ -175,7 +175,7 @@ def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
     name = config.eval_split if config.train_source is TrainSource.SMOKE_SPLIT else "train"
-    return REPO_ROOT / "indexes" / f"{config.dataset}-{name}"
+    return default_index_dir(config.dataset, name)
 
 
 def _eval_environment(
@@ -278,7 +278,11 @@ def run_training(
     trained = _after_model(trainer, final, base_model)
     after = evaluate_model(config, setup, trained, run_dir / "eval_after", fingerprint)
     (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
-    before = json.loads(before_file.read_text()) if before_file.exists() else None
+    before = (
+        DatasetEvaluation.from_json(json.loads(before_file.read_text()))
+        if before_file.exists()
+        else None
+    )
     results = _results(config, setup.data, before, after, step)
     if warm is not None:
         results["warm_start"] = warm.summary()
@@ -361,7 +365,7 @@ def evaluate_model(
     model: Any,
     out_dir: Path,
     fingerprint: dict[str, Any],
-) -> dict[str, Any]:
+) -> DatasetEvaluation:
     """Evaluate ``model`` on the run's evaluation questions into ``out_dir``; its results.
     ``fingerprint`` (``evaluation_fingerprint``) is what the folder must match to resume.
 
@@ -656,7 +660,13 @@ def _lora_config(config: TrainConfig):
     )
 
 
-def _results(config, data: TrainingData, before, after, steps: int) -> dict[str, Any]:
+def _results(
+    config,
+    data: TrainingData,
+    before: DatasetEvaluation | None,
+    after: DatasetEvaluation,
+    steps: int,
+) -> dict[str, Any]:
     keys = ("em", "f1", "recall", "read_recall", "parse_error_rate", "turns_per_episode")
     results: dict[str, Any] = {
         "experiment": config.experiment,
@@ -664,13 +674,12 @@ def _results(config, data: TrainingData, before, after, steps: int) -> dict[str,
         "train_questions": len(data.train),
         "eval_questions": len(data.eval),
         "steps": steps,
-        "after": after,
+        "after": after.to_json(),
     }
     if before is not None:
-        results["before"] = before
-        results["delta"] = {k: after[k] - before[k] for k in keys}
-        results["delta"].update(
-            {k: after["reward"][k] - before["reward"][k] for k in after["reward"]}
-        )
+        results["before"] = before.to_json()
+        was, now = before.results, after.results
+        results["delta"] = {k: getattr(now, k) - getattr(was, k) for k in keys}
+        results["delta"].update({k: now.reward[k] - was.reward[k] for k in now.reward})
     results["config"] = {"grpo": asdict(config.grpo), "env": asdict(config.env)}
     return results

@@ -36,6 +36,8 @@ EXPECTED = {
     "ircot": ("ircot", PARAGRAPH_TOOLS),
     "crag": ("crag", PARAGRAPH_TOOLS),
     "adaptive": ("adaptive", PARAGRAPH_TOOLS),
+    "self_rag": ("self_rag", PARAGRAPH_TOOLS),
+    "adaptive_self_rag": ("adaptive_self_rag", PARAGRAPH_TOOLS),
 }
 
 

@@ -46,7 +46,7 @@ def test_direct_and_single_step_with_smollm2(env, direct, tiny_index, tiny_quest
     for policy, tools in ((direct, ["answer"]), (single, ["semantic_search", "answer"])):
         trajectories = rollout(env, policy, questions)
         for t in trajectories:
-            assert [turn["call"]["name"] for turn in t.turns] == tools
+            assert [turn.call["name"] for turn in t.turns] == tools
             assert t.stop_reason == "answered" and t.answer
             assert t.extra["backend_calls"] == 1
             assert t.extra["backend_prompt_tokens"] > 20 and t.extra["backend_generated_tokens"] > 0
@@ -59,14 +59,14 @@ def test_direct_and_single_step_with_smollm2(env, direct, tiny_index, tiny_quest
             for q, found in zip(questions, hits, strict=True)
         ]
         if tools == ["answer"]:
-            assert results["recall"] == 0.0
+            assert results.recall == 0.0
         else:
-            assert results["recall"] == pytest.approx(sum(expected_recall) / 2)
-            assert results["recall"] > 0
-        assert results["turns_per_episode"] == len(tools)
-        assert results["parse_error_rate"] == 0.0
-        assert results["policy_extra"]["backend_calls_per_episode"] == 1.0
-        assert 0.0 <= results["f1"] <= 1.0
+            assert results.recall == pytest.approx(sum(expected_recall) / 2)
+            assert results.recall > 0
+        assert results.turns_per_episode == len(tools)
+        assert results.parse_error_rate == 0.0
+        assert results.policy_extra["backend_calls_per_episode"] == 1.0
+        assert 0.0 <= results.f1 <= 1.0
 
 
 def test_the_backend_prompt_is_the_chat_template_without_tools(env, direct, tiny_questions):

@@ -17,6 +17,7 @@ from grasp.eval.baseline_table import (
     write_table,
 )
 from grasp.eval.sweep import record_failure
+from grasp.reward import RewardBreakdown
 
 DATASETS = ["hotpotqa", "musique"]
 CODE = {"git_commit": "abc123", "git_dirty": False}
@@ -27,21 +28,56 @@ def interval(mean: float, low: float, high: float, n: int = 4) -> dict:
     return {"mean": mean, "low": low, "high": high, "n": n}
 
 
-def dataset_results(em: float, wall: float, timed: int = 4) -> dict:
+def summary(em: float) -> dict:
+    """A summary as results.json holds it: the keys the table reads, then the others."""
     return {
         "em": em,
         "f1": em + 0.125,
         "jd": "not computed",
         "recall": 0.5,
+        "recall_all_gold": 0.25,
+        "read_recall": 0.5,
+        "read_recall_all_gold": 0.25,
+        "supporting_sentence_recall": "not available",
+        "supporting_sentence_all_found": "not available",
         "ci": {
             "em": interval(em, em - 0.25, em + 0.25),
             "f1": interval(em + 0.125, 0.0, 1.0),
             "recall": interval(0.5, 0.25, 0.75),
         },
+        "judge": None,
+        "supporting_sentence_episodes": 0,
+        "reward": {},
+        "reward_ci": {},
+        "tool_calls_per_episode": {"semantic_search": 1.0},
+        "parse_error_rate": 0.0,
+        "invalid_call_rate": 0.0,
+        "errors": {},
+        "stop_reasons": {"answered": 1.0},
+        "turns_per_episode": 2.0,
+        "generated_tokens_per_episode": "not recorded",
+        "completion_tokens_per_episode": "not recorded",
+        "prompt_tokens_per_episode": "not recorded",
+        "token_episodes": 0,
+        "episodes": 4,
+        "policy_extra": {},
+    }
+
+
+def dataset_results(em: float, wall: float, timed: int = 4) -> dict:
+    return {
+        **summary(em),
+        "scoring_time_s": 0.5,
         "wall_time_s": wall,
+        "wall_time_per_question_s": wall / timed if timed else "not recorded",
+        "rollout_time_s": {"generation": wall, "environment": 0.0, "environment_share": 0.0},
         "questions": 4,
         "questions_rolled_out": 1,
         "questions_timed": timed,
+        "rollout_runs": 2,
+        "rollout_code": [CODE],
+        "generation_errors": 0,
+        "repeated_lines_dropped": 0,
     }
 
 
@@ -51,13 +87,15 @@ def config(run_dir: Path, n: int = 4) -> dict:
 
 def write_results(run_dir: Path, em: float, commit: str = "abc123", timed: int = 4) -> None:
     hotpotqa, musique = dataset_results(em, 2.0, timed), dataset_results(em / 2, 6.0)
-    pooled = dataset_results(em * 0.75, 8.0) | {"questions": 8}
-    pooled.update(questions_rolled_out=2, questions_timed=8)
+    pooled = summary(em * 0.75) | {"episodes": 8}
+    pooled.update(wall_time_s=8.0, questions_rolled_out=2, questions_timed=8)
+    pooled["wall_time_per_question_s"] = 1.0
     macro = {
         "em": interval(em * 0.75, 0.0, 1.0),
         "f1": interval(0.5, 0.25, 0.75),
         "jd": "not computed",
         "recall": interval(0.5, 0.25, 0.75),
+        "datasets": {"em": DATASETS, "f1": DATASETS, "recall": DATASETS},
     }
     results = {
         "datasets": {"hotpotqa": hotpotqa, "musique": musique},
@@ -236,6 +274,54 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     assert not is_finished(run_dir, later)  # recorded with other values: a difference
 
 
+def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
+    run_dir = sweep / "crag"
+    write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
+    recorded = json.loads((run_dir / "results.json").read_text())
+    recorded["config"]["baseline"] = {"kind": "crag"}
+    (run_dir / "results.json").write_text(json.dumps(recorded))
+    added = {"self_rag": {"trigger": "all"}, "index_router": {"summary_titles": 20}}
+    later = {**config(run_dir), "baseline": {"kind": "crag", **added}}
+    assert is_finished(run_dir, later)  # crag never reads them
+    for kind in ("self_rag", "adaptive_self_rag"):
+        mine = {**later, "baseline": {"kind": kind, **added}}
+        assert unfinished_because(run_dir, mine) == [
+            "baseline.index_router.summary_titles",
+            "baseline.kind",
+            "baseline.self_rag.trigger",
+        ]
+
+
+def test_the_trigger_rate_of_corrective_baselines_has_its_own_section(sweep):
+    for name in ("direct", "crag", "self_rag"):
+        write_results(sweep / name, em=0.5)
+    for name, rate in (("crag", 0.75), ("self_rag", 0.25)):
+        path = sweep / name / "results.json"
+        recorded = json.loads(path.read_text())
+        recorded["datasets"]["hotpotqa"]["policy_extra"] = {
+            "trigger_rate": rate,
+            "trigger_episodes": 4,
+        }
+        recorded["overall"]["pooled"]["policy_extra"] = {
+            "trigger_rate": rate / 2,
+            "trigger_episodes": 8,
+        }
+        path.write_text(json.dumps(recorded))
+    rows = [planned(sweep, name) for name in ("direct", "crag", "self_rag")]
+    table = baseline_table(sweep, rows, DATASETS)
+    direct, crag, _ = table.rows
+    assert "trigger_rate" not in direct["pooled"]
+    assert crag["datasets"]["hotpotqa"]["trigger_rate"] == {"rate": 0.75, "episodes": 4}
+    assert "trigger_rate" not in crag["datasets"]["musique"]
+    section = table.markdown().split("## rewrite trigger rate\n")[1]
+    assert section.splitlines()[-2:] == [
+        "| CRAG (`crag`) | 0.750 (4) | — | 0.375 (8) |",
+        "| Self-RAG (`self_rag`) | 0.250 (4) | — | 0.125 (8) |",
+    ]
+    plain = baseline_table(sweep, rows[:1], DATASETS).markdown()
+    assert "trigger rate" not in plain
+
+
 def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> None:
     records = []
     for number, texts in enumerate(observations):
@@ -260,7 +346,7 @@ def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> N
                 "read_paragraph_ids": [],
                 "tool_calls": {},
                 "errors": {},
-                "reward": {},
+                "reward": RewardBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0).as_dict(),
             }
         )
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
-"""scripts/evaluate.py on the tiny fixture questions, written as three datasets' dev files.
+"""scripts/evaluate.py's work (``grasp.eval.protocol``) on the tiny fixture questions, written
+as three datasets' dev files.
 
 The heuristic search agent acts (no model); each dataset gets its own real index (MiniLM,
-FAISS, bm25s) under a temporary folder. The script is loaded from its file (scripts are not a
-package) and its config is composed from configs/evaluate.yaml with command-line overrides.
+FAISS, bm25s) under a temporary folder. The config is composed from configs/evaluate.yaml with
+command-line overrides, as the script composes it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import pytest
 from evaluate_fixture import DATASETS, compose_config
 
+from grasp.eval.protocol import evaluate_datasets
 from grasp.paths import REPO_ROOT
 
 
@@ -23,11 +25,11 @@ def test_default_protocol_is_three_datasets_500_questions_seed_42():
     assert config.judge.kind == "none" and config.policy.kind == "scripted"
 
 
-def test_three_datasets_in_one_command(evaluate, scripted, tmp_path):
+def test_three_datasets_in_one_command(scripted, tmp_path):
     out = tmp_path / "eval"
     overrides = [*scripted, "n=2"]
-    results = evaluate.run(compose_config(*overrides, f"out={out}"))
-    assert list(results["datasets"]) == list(DATASETS)
+    results = evaluate_datasets(compose_config(*overrides, f"out={out}"))
+    assert list(results.datasets) == list(DATASETS)
     for name in DATASETS:
         folder = out / name
         trajectories = (folder / "trajectories.jsonl").read_text().splitlines()
@@ -38,41 +40,39 @@ def test_three_datasets_in_one_command(evaluate, scripted, tmp_path):
         assert per_dataset["config"]["dataset"]["name"] == name
         assert (folder / "results.md").read_text().startswith(f"# Evaluation of {name}")
         assert not (folder / "judge_cache.jsonl").exists()
-    datasets = results["datasets"]
-    assert datasets["hotpotqa"]["supporting_sentence_recall"] == "not available"
-    assert datasets["musique"]["supporting_sentence_recall"] == "not available"
-    assert 0.0 <= datasets["2wikimultihopqa"]["supporting_sentence_recall"] <= 1.0
-    pooled, macro = results["overall"]["pooled"], results["overall"]["macro"]
-    assert pooled["episodes"] == results["questions"] == 6
-    assert pooled["em"] == pytest.approx(sum(d["em"] for d in datasets.values()) / 3)
-    assert macro["f1"]["mean"] == pytest.approx(sum(d["f1"] for d in datasets.values()) / 3)
-    assert pooled["jd"] == macro["jd"] == "not computed"
-    assert macro["datasets"]["supporting_sentence_recall"] == ["2wikimultihopqa"]
-    assert results["provenance"]["policy"] == {"kind": "scripted", "scripted_reads": 2}
-    assert results["provenance"]["judge"] == {"kind": "none"}
+    datasets = results.datasets
+    assert datasets["hotpotqa"].supporting_sentence_recall == "not available"
+    assert datasets["musique"].supporting_sentence_recall == "not available"
+    assert 0.0 <= datasets["2wikimultihopqa"].supporting_sentence_recall <= 1.0
+    pooled, macro = results.overall.pooled, results.overall.macro
+    assert pooled.episodes == results.questions == 6
+    assert pooled.em == pytest.approx(sum(d.em for d in datasets.values()) / 3)
+    assert macro.means["f1"].mean == pytest.approx(sum(d.f1 for d in datasets.values()) / 3)
+    assert pooled.jd == macro.means["jd"] == "not computed"
+    assert macro.datasets["supporting_sentence_recall"] == ["2wikimultihopqa"]
+    assert results.provenance["policy"] == {"kind": "scripted", "scripted_reads": 2}
+    assert results.provenance["judge"] == {"kind": "none"}
     head = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
     )
     if head.returncode == 0:
-        assert results["provenance"]["code"]["git_commit"] == head.stdout.strip()
+        assert results.provenance["code"]["git_commit"] == head.stdout.strip()
     on_disk = json.loads((out / "results.json").read_text())
-    assert on_disk["overall"]["pooled"]["em"] == pooled["em"]
+    assert on_disk["overall"]["pooled"]["em"] == pooled.em
     table = (out / "results.md").read_text().splitlines()
     labels = [line.split(" | ")[0] for line in table if line.startswith("| ")]
     for label in (*DATASETS, "overall (pooled)", "overall (macro)"):
         assert f"| {label}" in labels
     assert "- policy: kind=scripted, scripted_reads=2" in table
 
-    again = evaluate.run(compose_config(*overrides, f"out={out}"))  # resumes: nothing to do
-    assert [d["questions_rolled_out"] for d in again["datasets"].values()] == [0, 0, 0]
-    assert again["overall"]["pooled"]["em"] == pooled["em"]
+    again = evaluate_datasets(compose_config(*overrides, f"out={out}"))  # resumes: nothing to do
+    assert [d.questions_rolled_out for d in again.datasets.values()] == [0, 0, 0]
+    assert again.overall.pooled.em == pooled.em
     with pytest.raises(ValueError, match=r"another configuration \(env\.top_k differ"):
-        evaluate.run(compose_config(*overrides, f"out={out}", "env.top_k=3"))
+        evaluate_datasets(compose_config(*overrides, f"out={out}", "env.top_k=3"))
 
 
-def test_openai_judge_is_cached_across_a_resumed_evaluation(
-    evaluate, scripted, tmp_path, judge_server
-):
+def test_openai_judge_is_cached_across_a_resumed_evaluation(scripted, tmp_path, judge_server):
     overrides = [
         *scripted,
         "datasets=[hotpotqa,musique]",
@@ -81,7 +81,7 @@ def test_openai_judge_is_cached_across_a_resumed_evaluation(
         f"judge.base_url={judge_server.url}",
         "judge.served_model=stub-judge",
     ]
-    first = evaluate.run(compose_config(*overrides))
+    first = evaluate_datasets(compose_config(*overrides))
     answered = [
         json.loads(row)["answer"]
         for name in ("hotpotqa", "musique")
@@ -90,62 +90,58 @@ def test_openai_judge_is_cached_across_a_resumed_evaluation(
     assert len(answered) == 6 and all(answered)  # three questions each, every one answered
     assert len(judge_server.bodies) == 6  # one request per (question, answer)
     for name in ("hotpotqa", "musique"):
-        result = first["datasets"][name]
+        result = first.datasets[name]
         # The stub says yes exactly when the answer is a gold answer: JD equals EM here.
-        assert result["jd"] == result["em"]
-        assert sum(result["judge"].values()) == 3
-    assert first["provenance"]["judge"]["prompt_version"] == "v1"
-    again = evaluate.run(compose_config(*overrides))
+        assert result.jd == result.em
+        assert sum(result.judge.values()) == 3
+    assert first.provenance["judge"]["prompt_version"] == "v1"
+    again = evaluate_datasets(compose_config(*overrides))
     assert len(judge_server.bodies) == 6, "a resumed evaluation judges nothing twice"
-    assert again["overall"]["pooled"]["jd"] == first["overall"]["pooled"]["jd"]
-    assert isinstance(first["overall"]["macro"]["jd"]["mean"], float)
+    assert again.overall.pooled.jd == first.overall.pooled.jd
+    assert isinstance(first.overall.macro.means["jd"].mean, float)
 
 
-def test_single_dataset_form_reads_its_own_path(evaluate, data_dir, index_root, tmp_path):
+def test_single_dataset_form_reads_its_own_path(data_dir, index_root, tmp_path):
     path = data_dir / "musique" / "dev.jsonl"
     config = compose_config(
         "dataset=musique", f"dataset.path={path}", f"index_root={index_root}", f"out={tmp_path}"
     )
     assert [d.name for d in config.dataset_configs()] == ["musique"]
-    results = evaluate.run(config)
-    assert list(results["datasets"]) == ["musique"]
+    results = evaluate_datasets(config)
+    assert list(results.datasets) == ["musique"]
     written = json.loads((tmp_path / "musique" / "results.json").read_text())
     assert written["config"]["dataset"]["path"] == str(path)
     assert "overall (macro)" not in (tmp_path / "results.md").read_text()
 
 
-def test_an_evaluation_is_not_resumed_over_an_edited_dataset_file(
-    evaluate, data_dir, index_root, tmp_path
-):
+def test_an_evaluation_is_not_resumed_over_an_edited_dataset_file(data_dir, index_root, tmp_path):
     path = tmp_path / "dev.jsonl"
     path.write_text((data_dir / "musique" / "dev.jsonl").read_text())
     overrides = ("dataset=musique", f"dataset.path={path}", f"index_root={index_root}")
-    evaluate.run(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
+    evaluate_datasets(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
     lines = path.read_text().splitlines()
     first = json.loads(lines[0])
     first["answers"] = ["another answer"]  # same passages, so the same index; other gold
     path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
     with pytest.raises(ValueError, match=r"\(dataset\.sha256 differ"):
-        evaluate.run(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
+        evaluate_datasets(compose_config(*overrides, f"out={tmp_path / 'eval'}"))
 
 
-def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
-    evaluate, scripted, tmp_path
-):
+def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(scripted, tmp_path):
     out = tmp_path / "eval"
     overrides = [
         *scripted,
         "datasets=[hotpotqa]",
         f"out={out}",
     ]
-    first = evaluate.run(compose_config(*overrides))
+    first = evaluate_datasets(compose_config(*overrides))
     path = out / "hotpotqa" / "trajectories.jsonl"
     lines = path.read_text().splitlines()
     assert len(lines) == 3
     # Killed while appending the third line: half of it reached the disk.
     path.write_text("\n".join(lines[:2]) + "\n" + lines[2][: len(lines[2]) // 2])
-    again = evaluate.run(compose_config(*overrides))
-    assert again["datasets"]["hotpotqa"]["questions_rolled_out"] == 1
+    again = evaluate_datasets(compose_config(*overrides))
+    assert again.datasets["hotpotqa"].questions_rolled_out == 1
     rewritten = path.read_text().splitlines()
     assert rewritten[:2] == lines[:2] and len(rewritten) == 3  # the torn line replaced
     # The same question again (alone in its batch now, so its group id and the last bits of
@@ -153,21 +149,21 @@ def test_a_torn_last_trajectory_is_rolled_out_again_and_corruption_is_named(
     torn, redone = json.loads(lines[2]), json.loads(rewritten[2])
     assert redone["question_id"] == torn["question_id"] and redone["answer"] == torn["answer"]
     assert [t["text"] for t in redone["turns"]] == [t["text"] for t in torn["turns"]]
-    assert again["overall"]["pooled"]["em"] == first["overall"]["pooled"]["em"]
+    assert again.overall.pooled.em == first.overall.pooled.em
     # A whole last line without its newline is kept, and the next append starts a new line.
     path.write_text("\n".join(rewritten[:2]))
-    evaluate.run(compose_config(*overrides))
+    evaluate_datasets(compose_config(*overrides))
     assert path.read_text().splitlines()[:2] == rewritten[:2]
     assert len(path.read_text().splitlines()) == 3
     # A bad line before the end is corruption: named, and nothing is overwritten.
     corrupted = lines[0] + "\n{broken\n" + lines[2] + "\n"
     path.write_text(corrupted)
     with pytest.raises(ValueError, match=r"trajectories.jsonl: line 2 is not a trajectory"):
-        evaluate.run(compose_config(*overrides))
+        evaluate_datasets(compose_config(*overrides))
     assert path.read_text() == corrupted
 
 
-def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, tmp_path):
+def test_a_resumed_evaluation_reports_the_time_of_every_run(scripted, tmp_path):
     out = tmp_path / "eval"
     overrides = [
         *scripted,
@@ -175,7 +171,7 @@ def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, 
         "batch_questions=1",
         f"out={out}",
     ]
-    evaluate.run(compose_config(*overrides))
+    evaluate_datasets(compose_config(*overrides))
     folder = out / "hotpotqa"
     trajectories = (folder / "trajectories.jsonl").read_text().splitlines()
     logged = [json.loads(line) for line in (folder / "rollout_log.jsonl").read_text().splitlines()]
@@ -188,30 +184,30 @@ def test_a_resumed_evaluation_reports_the_time_of_every_run(evaluate, scripted, 
     (folder / "rollout_log.jsonl").write_text(
         "".join(json.dumps(entry) + "\n" for entry in logged[:2])
     )
-    again = evaluate.run(compose_config(*overrides))
-    resumed = again["datasets"]["hotpotqa"]
+    again = evaluate_datasets(compose_config(*overrides))
+    resumed = again.datasets["hotpotqa"]
     relogged = [
         json.loads(line) for line in (folder / "rollout_log.jsonl").read_text().splitlines()
     ]
     assert relogged[:2] == logged[:2] and len(relogged) == 3
     assert relogged[2]["run"] != logged[0]["run"]
-    assert resumed["questions_rolled_out"] == 1
-    assert resumed["questions_timed"] == resumed["questions"] == 3
-    assert resumed["rollout_runs"] == 2
-    assert resumed["rollout_code"] == [again["provenance"]["code"]]  # both runs: this checkout
-    assert resumed["wall_time_s"] == pytest.approx(sum(entry["wall_s"] for entry in relogged))
-    assert resumed["wall_time_per_question_s"] == pytest.approx(resumed["wall_time_s"] / 3)
+    assert resumed.questions_rolled_out == 1
+    assert resumed.questions_timed == resumed.questions == 3
+    assert resumed.rollout_runs == 2
+    assert resumed.rollout_code == [again.provenance["code"]]  # both runs: this checkout
+    assert resumed.wall_time_s == pytest.approx(sum(entry["wall_s"] for entry in relogged))
+    assert resumed.wall_time_per_question_s == pytest.approx(resumed.wall_time_s / 3)
     # Killed after writing the last trajectory, before its time (mid-line): that question is
     # kept but untimed, and the next run's line does not run into the torn one.
     torn = json.dumps(relogged[2])
     (folder / "rollout_log.jsonl").write_text(
         "".join(json.dumps(entry) + "\n" for entry in relogged[:2]) + torn[: len(torn) // 2]
     )
-    again = evaluate.run(compose_config(*overrides))
-    untimed = again["datasets"]["hotpotqa"]
-    assert untimed["questions_rolled_out"] == 0
-    assert untimed["questions_timed"] == 2 and untimed["rollout_runs"] == 1
-    assert untimed["wall_time_s"] == pytest.approx(sum(entry["wall_s"] for entry in relogged[:2]))
-    assert again["overall"]["pooled"]["questions_timed"] == 2
+    again = evaluate_datasets(compose_config(*overrides))
+    untimed = again.datasets["hotpotqa"]
+    assert untimed.questions_rolled_out == 0
+    assert untimed.questions_timed == 2 and untimed.rollout_runs == 1
+    assert untimed.wall_time_s == pytest.approx(sum(entry["wall_s"] for entry in relogged[:2]))
+    assert again.overall.pooled.questions_timed == 2
     text = (folder / "rollout_log.jsonl").read_text()
     assert text.endswith(torn[: len(torn) // 2] + "\n")  # ended, so the next append is whole

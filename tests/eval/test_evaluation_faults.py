@@ -1,4 +1,5 @@
-"""scripts/evaluate.py under faults: two writers of one folder, repeated lines, a failing backend.
+"""The evaluation protocol (``grasp.eval.protocol``, scripts/evaluate.py's work) under faults:
+two writers of one folder, repeated lines, a failing backend.
 
 The scripted agent acts where no model is needed; the generation-error tests use the openai
 policy against a loopback chat-completions stub that fails (HTTP 503) for chosen questions.
@@ -19,10 +20,11 @@ import pytest
 from evaluate_fixture import compose_config
 
 from grasp.eval.policy_eval import check_or_write_config
+from grasp.eval.protocol import evaluate_datasets
 from grasp.paths import REPO_ROOT
 
 
-def test_a_folder_another_evaluation_is_writing_is_refused(evaluate, scripted, tmp_path):
+def test_a_folder_another_evaluation_is_writing_is_refused(scripted, tmp_path):
     """Issue 18 §5 item 4: two processes on one out= must not both append trajectories."""
     out = tmp_path / "eval"
     folder = out / "hotpotqa"
@@ -44,35 +46,35 @@ def test_a_folder_another_evaluation_is_writing_is_refused(evaluate, scripted, t
         assert holder.stdout.readline() == "held\n"
         overrides = [*scripted, "datasets=[hotpotqa]", f"out={out}"]
         with pytest.raises(RuntimeError, match="being written by another evaluation") as caught:
-            evaluate.run(compose_config(*overrides))
+            evaluate_datasets(compose_config(*overrides))
         assert f"pid {holder.pid} on " in str(caught.value)
         assert not (folder / "trajectories.jsonl").exists()
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
-    results = evaluate.run(compose_config(*overrides))  # the holder is gone: the lock with it
-    assert results["datasets"]["hotpotqa"]["episodes"] == 3
+    results = evaluate_datasets(compose_config(*overrides))  # the holder is gone: the lock with it
+    assert results.datasets["hotpotqa"].episodes == 3
 
 
-def test_a_repeated_trajectory_line_counts_once(evaluate, scripted, tmp_path):
+def test_a_repeated_trajectory_line_counts_once(scripted, tmp_path):
     """Issue 18 §5 item 4: a duplicated line must not change the results, nor crash pooling."""
     out = tmp_path / "eval"
     overrides = [*scripted, "datasets=[hotpotqa,musique]", f"out={out}"]
-    first = evaluate.run(compose_config(*overrides))
+    first = evaluate_datasets(compose_config(*overrides))
     path = out / "hotpotqa" / "trajectories.jsonl"
     lines = path.read_text().splitlines()
     repeat = json.loads(lines[0])
     repeat["answer"] = "a different answer"  # a repeat that differs: the first line counts
     repeat["reward"]["answer/f1"] = 1.0
     path.write_text("\n".join([*lines, lines[1], json.dumps(repeat)]) + "\n")
-    again = evaluate.run(compose_config(*overrides))
-    hotpotqa = again["datasets"]["hotpotqa"]
-    assert hotpotqa["episodes"] == hotpotqa["questions"] == 3
-    assert hotpotqa["repeated_lines_dropped"] == 2
-    assert hotpotqa["questions_rolled_out"] == 0
-    assert hotpotqa["f1"] == first["datasets"]["hotpotqa"]["f1"]
-    assert again["overall"]["pooled"]["episodes"] == 6
-    assert again["overall"]["pooled"]["f1"] == first["overall"]["pooled"]["f1"]
+    again = evaluate_datasets(compose_config(*overrides))
+    hotpotqa = again.datasets["hotpotqa"]
+    assert hotpotqa.episodes == hotpotqa.questions == 3
+    assert hotpotqa.repeated_lines_dropped == 2
+    assert hotpotqa.questions_rolled_out == 0
+    assert hotpotqa.f1 == first.datasets["hotpotqa"].f1
+    assert again.overall.pooled.episodes == 6
+    assert again.overall.pooled.f1 == first.overall.pooled.f1
 
 
 class ChatStub:
@@ -125,36 +127,36 @@ def openai_overrides(scripted: list[str], url: str, out) -> list[str]:
     ]
 
 
-def test_generation_errors_are_retried_on_resume(evaluate, scripted, loopback, tmp_path):
+def test_generation_errors_are_retried_on_resume(scripted, loopback, tmp_path):
     """Issue 18 §5 item 6: a failed generation is not an answer; the next run retries it."""
     out = tmp_path / "eval"
     stub = ChatStub(failing=("Python",))  # one question of three
     with loopback(stub.handler()) as url:
-        first = evaluate.run(compose_config(*openai_overrides(scripted, url, out)))
-        hotpotqa = first["datasets"]["hotpotqa"]
-        assert hotpotqa["generation_errors"] == 1
-        assert hotpotqa["stop_reasons"] == {"answered": 2 / 3, "generation_error": 1 / 3}
+        first = evaluate_datasets(compose_config(*openai_overrides(scripted, url, out)))
+        hotpotqa = first.datasets["hotpotqa"]
+        assert hotpotqa.generation_errors == 1
+        assert hotpotqa.stop_reasons == {"answered": 2 / 3, "generation_error": 1 / 3}
         lines = [json.loads(x) for x in (out / "hotpotqa" / "trajectories.jsonl").open()]
         failed = [t for t in lines if t["stop_reason"] == "generation_error"]
         assert [t["question_id"] for t in failed] == ["hotpotqa-q-python"]
         assert failed[0]["extra"]["generation_error"].startswith("_Retryable: HTTP 503")
         stub.failing = ()  # the server is fixed
-        again = evaluate.run(compose_config(*openai_overrides(scripted, url, out)))
-    retried = again["datasets"]["hotpotqa"]
-    assert retried["questions_rolled_out"] == 1
-    assert retried["generation_errors"] == 0 and retried["episodes"] == 3
-    assert retried["stop_reasons"] == {"answered": 1.0}
-    assert retried["em"] == 1 / 3  # "Google" is the gold answer of the Python question only
+        again = evaluate_datasets(compose_config(*openai_overrides(scripted, url, out)))
+    retried = again.datasets["hotpotqa"]
+    assert retried.questions_rolled_out == 1
+    assert retried.generation_errors == 0 and retried.episodes == 3
+    assert retried.stop_reasons == {"answered": 1.0}
+    assert retried.em == 1 / 3  # "Google" is the gold answer of the Python question only
     assert len((out / "hotpotqa" / "trajectories.jsonl").read_text().splitlines()) == 4
 
 
-def test_an_evaluation_whose_generations_mostly_fail_fails(evaluate, scripted, loopback, tmp_path):
+def test_an_evaluation_whose_generations_mostly_fail_fails(scripted, loopback, tmp_path):
     """Issue 18 §5 item 6 and issue 14 finding 14: no score is reported over failed episodes."""
     out = tmp_path / "eval"
     stub = ChatStub(failing=("Python", "Everest"))  # two questions of three
     with loopback(stub.handler()) as url:
         with pytest.raises(RuntimeError, match=r"2 of 3 episodes ended in a generation error"):
-            evaluate.run(compose_config(*openai_overrides(scripted, url, out)))
+            evaluate_datasets(compose_config(*openai_overrides(scripted, url, out)))
     assert not (out / "hotpotqa" / "results.json").exists()
     assert not (out / "results.json").exists()
 
@@ -220,9 +222,7 @@ def test_config_json_is_never_half_written(tmp_path, monkeypatch):
     assert json.loads(path.read_text()) == {"n": 12}
 
 
-def test_every_input_is_checked_before_the_first_evaluation(
-    evaluate, data_dir, index_root, tmp_path
-):
+def test_every_input_is_checked_before_the_first_evaluation(data_dir, index_root, tmp_path):
     """Issue 18 §5 item 16: a later dataset's missing file fails before the first runs."""
     partial = tmp_path / "data"
     (partial / "hotpotqa").mkdir(parents=True)
@@ -236,5 +236,5 @@ def test_every_input_is_checked_before_the_first_evaluation(
         f"out={out}",
     ]
     with pytest.raises(FileNotFoundError, match=str(partial / "musique" / "dev.jsonl")):
-        evaluate.run(compose_config(*overrides))
+        evaluate_datasets(compose_config(*overrides))
     assert not out.exists()

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from grasp.eval.judge import JudgeResult, Verdict
+from grasp.eval.results import PooledResults
 from grasp.eval.summary import EpisodeScores, overall_summary, summarize
 from grasp.eval.tables import format_interval, results_markdown
 
@@ -71,8 +72,8 @@ def test_header_states_policy_checkpoint_judge_commit_and_protocol(parts):
 def test_quality_rows_hold_means_intervals_and_counts(parts):
     summaries = {name: summarize(*part) for name, part in parts.items()}
     overall = overall_summary(parts)
-    rows = [*summaries.items(), ("overall (pooled)", overall["pooled"])]
-    text = results_markdown("t", rows, PROVENANCE, CONFIG, overall["macro"])
+    rows = [*summaries.items(), ("overall (pooled)", overall.pooled)]
+    text = results_markdown("t", rows, PROVENANCE, CONFIG, overall.macro)
     lines = text.splitlines()
     header = "|  | questions | EM | F1 | JD | recall | all gold | read recall | SS recall | turns |"
     assert header in lines
@@ -98,8 +99,14 @@ def test_cost_table_lists_tools_errors_unparseable_verdicts_and_stops(parts):
     """Issue 18 §4: costs that were not measured read "not recorded", not 0 or nan."""
     hotpot, scores = parts["hotpotqa"]
     counted = [dataclasses.replace(t, prompt_tokens=900, generated_tokens=41) for t in hotpot]
-    rows = [("hotpotqa", summarize(counted, scores)), ("musique", summarize(*parts["musique"]))]
-    rows[0][1]["wall_time_per_question_s"] = 0.25
+    timed = PooledResults(  # a summary with its wall time (a bare summary has none)
+        **summarize(counted, scores).summary_fields(),
+        wall_time_s=0.5,
+        questions_rolled_out=2,
+        questions_timed=2,
+        wall_time_per_question_s=0.25,
+    )
+    rows = [("hotpotqa", timed), ("musique", summarize(*parts["musique"]))]
     text = results_markdown("t", rows, PROVENANCE, CONFIG)
     lines = text.splitlines()
     assert (

@@ -95,7 +95,7 @@ def test_zero_spread_groups_are_replaced_and_logged(sampled_run):
     for question, trajectories, metrics in zip(asked, returned, logged, strict=True):
         assert len(trajectories) == 2 and {t.group_id for t in trajectories} == {0}
         assert len({t.question_id for t in trajectories}) == 1
-        rewards = [t.reward["reward/total"] for t in trajectories]
+        rewards = [t.reward.total for t in trajectories]
         assert has_spread(rewards), "every returned group can teach"
         replaced = question == "q-python"
         assert trajectories[0].question_id != "q-python"

@@ -111,8 +111,8 @@ def test_env_mask_hides_observations_from_the_loss(trained):
             generated = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
             assert "<tool_response>" not in generated
             for turn in trajectory.turns:
-                if turn["observation"]:
-                    assert turn["observation"].splitlines()[0] not in generated
+                if turn.observation:
+                    assert turn.observation.splitlines()[0] not in generated
 
 
 def test_logged_reward_terms_equal_the_reward_module(trained):
@@ -160,7 +160,7 @@ def test_logged_rollout_statistics_are_exact(trained):
     for record in logged:
         assert {k: record[k] for k in expected} == pytest.approx(expected, abs=1e-6)
     for _, trajectories in outputs:
-        answered_right = [t.sample_index for t in trajectories if t.reward["answer/em"] == 1.0]
+        answered_right = [t.sample_index for t in trajectories if t.reward.em == 1.0]
         assert answered_right == [0, 0, 0]
 
 

@@ -76,7 +76,9 @@ def test_the_hand_written_rewards_are_what_the_reward_module_computes(scored):
     for start in range(0, 12, 4):
         group = step["trajectories"][start : start + 4]
         expected = FLAT if group[0].question_id == "q-python" else TOTALS
-        assert [t.reward["reward/total"] for t in group] == pytest.approx(expected, abs=1e-12)
+        assert [t.reward.as_dict()["reward/total"] for t in group] == pytest.approx(
+            expected, abs=1e-12
+        )
 
 
 def test_trl_advantages_are_group_relative_and_scaled_by_the_group_std(scored):

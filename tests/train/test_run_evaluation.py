@@ -47,8 +47,8 @@ def test_evaluation_batches_are_bounded(setup, tmp_path, monkeypatch):
 
     monkeypatch.setattr(model, "generate", counting)
     config = config_with(eval_max_batch_size=2)
-    results = evaluate_model(config, setup, model, tmp_path / "eval", {"run": "bounded"})
-    assert results["questions"] == len(setup.data.eval) == 3
+    evaluation = evaluate_model(config, setup, model, tmp_path / "eval", {"run": "bounded"})
+    assert evaluation.results.questions == len(setup.data.eval) == 3
     assert rows and max(rows) == 2  # 3 episodes per turn: a batch of 2, then 1
     assert rows[:2] == [2, 1]
 

@@ -1,9 +1,9 @@
-"""What every benchmark script records about its machine, and where it writes its report.
+"""What every benchmark records about its machine, how its tables print, where it is written.
 
     started, load_before = time.perf_counter(), os.getloadavg()
     ...                                            # measure
     report["environment"] = machine(load_before)
-    write_report(report, config.out, "bench_build.json")
+    publish(report, config.out, "bench_build.json", table(report), log)
 
 Timings mean something only with their context: the cores the process may use, the load
 average before and after (a busy neighbour on 2 cores distorts everything), the thread pools
@@ -13,8 +13,10 @@ and the library versions.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +52,37 @@ def write_report(report: dict[str, Any], out: str | None, default_name: str) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, default=str))
     return path
+
+
+def publish(
+    report: dict[str, Any], out: str | None, default_name: str, table: str, log: logging.Logger
+) -> Path:
+    """The end of every benchmark: write the report (``write_report``), print its table, and
+    log where it went; returns the path."""
+    path = write_report(report, out, default_name)
+    print(table)
+    log.info("wrote %s", path)
+    return path
+
+
+def format_value(value: float) -> str:
+    """A table cell: thousands separators from 1,000, one decimal from 10, else 3 digits."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def metric_columns(
+    columns: Sequence[Mapping[str, float]], headers: Sequence[str], cell_width: int
+) -> list[str]:
+    """Lines of a table with one row per metric (sorted; "-" where a column lacks it) and one
+    column per mapping, headed ``headers``; the first line is blank."""
+    names = sorted({name for column in columns for name in column})
+    width = max(len(name) for name in names) + 2
+    lines = [f"\n{'metric':<{width}}" + "".join(f"{h:>{cell_width}}" for h in headers)]
+    for name in names:
+        cells = [format_value(c[name]) if name in c else "-" for c in columns]
+        lines.append(f"{name:<{width}}" + "".join(f"{cell:>{cell_width}}" for cell in cells))
+    return lines

@@ -1,7 +1,8 @@
-"""Tests of scripts/bench_retrieval.py: corpus and vector synthesis, and a whole run at 1k + 2k.
+"""Tests of grasp/bench/retrieval.py (scripts/bench_retrieval.py): corpus and vector synthesis,
+and a whole run at 1k + 2k.
 
-The script is loaded from its file (scripts are not a package). The whole run encodes 1,000
-real sentences with MiniLM, so it is marked slow; it takes about 15 s on 2 idle cores.
+The whole run encodes 1,000 real sentences with MiniLM, so it is marked slow; it takes about
+15 s on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -11,14 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from grasp.bench import retrieval
 from grasp.config import BenchRetrievalConfig, DatasetConfig, dataset_path
 from grasp.corpus import SentenceCorpus, synthetic
 from grasp.types import DatasetName
-
-
-@pytest.fixture(scope="module")
-def bench(load_script):
-    return load_script("bench_retrieval")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +32,7 @@ def test_real_pool_is_deduplicated_and_large(pool):
     assert len(pool.questions) == len(set(pool.questions)) > 1_000
 
 
-def test_corpus_has_exact_size_real_first_then_spliced_real_words(bench, pool):
+def test_corpus_has_exact_size_real_first_then_spliced_real_words(pool):
     real = pool.num_sentences
     size = real + 3_000
     corpus = SentenceCorpus.from_questions(
@@ -54,7 +51,7 @@ def test_corpus_has_exact_size_real_first_then_spliced_real_words(bench, pool):
 
 
 @pytest.mark.parametrize("method", ["mix", "tile"])
-def test_corpus_vectors_keep_the_real_rows_and_are_unit_norm(bench, method):
+def test_corpus_vectors_keep_the_real_rows_and_are_unit_norm(method):
     rng = np.random.default_rng(1)
     base = rng.standard_normal((50, 64)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
@@ -73,14 +70,8 @@ def test_corpus_vectors_keep_the_real_rows_and_are_unit_norm(bench, method):
         assert cosine.mean() > np.sum(vectors[50:100] * np.roll(base, 1, axis=0), axis=1).mean()
 
 
-def test_recall_at_k_ignores_missing_slots(bench):
-    exact = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
-    approx = np.array([[4, 3, 2, 1], [5, 9, -1, -1]])
-    assert bench.recall_at_k(approx, exact) == pytest.approx((4 + 1) / 8)
-
-
 @pytest.mark.slow
-def test_benchmark_at_1k_and_2k_reports_every_metric(bench, tmp_path):
+def test_benchmark_at_1k_and_2k_reports_every_metric(tmp_path):
     config = BenchRetrievalConfig(
         sizes=[1_000, 2_000],
         queries=32,
@@ -90,7 +81,7 @@ def test_benchmark_at_1k_and_2k_reports_every_metric(bench, tmp_path):
         work_dir=str(tmp_path),
     )
     config.index.granularities = ["sentence"]
-    report = json.loads(json.dumps(bench.run_benchmark(config)))  # JSON-serializable as written
+    report = json.loads(json.dumps(retrieval.run_benchmark(config)))  # JSON-serializable as written
     assert report["sizes"] == [1_000, 2_000]
     assert set(report["results"]) == {"1000", "2000"}
     assert "spliced" in report["corpus_method"] and "w * e[i mod n]" in report["vector_method"]
@@ -129,3 +120,27 @@ def test_benchmark_at_1k_and_2k_reports_every_metric(bench, tmp_path):
     }
     assert all(isinstance(t["passed"], bool) and t["value"] > 0 for t in targets.values())
     assert list(tmp_path.iterdir()) == []  # the temporary index files are gone
+
+
+def test_the_table_prints_metrics_by_size_then_the_targets():
+    report = {
+        "sizes": [1000, 20000],
+        "results": {"1000": {"a/x": 1234.5, "b/yy_long_name": 0.123}, "20000": {"a/x": 12.34}},
+        "targets": {
+            "t1": {"value": None, "target": "< 60", "passed": False, "how": "h"},
+            "t2": {"value": 5.0, "target": ">= 1", "passed": True, "how": "g"},
+        },
+        "bm25s_speedup_vs_rank_bm25": 31.2,
+        "bm25s_speedup_size": 1000,
+        "runtime_s": 12.3,
+    }
+    # The text scripts/bench_retrieval.py printed before its code moved to grasp/bench/.
+    assert retrieval.table(report) == (
+        "\nmetric                   1,000        20,000\n"
+        "a/x                      1,234          12.3\n"
+        "b/yy_long_name           0.123             -\n"
+        "\ntargets:\n"
+        "  FAIL  t1: n/a (target < 60; h)\n"
+        "  PASS  t2: 5 (target >= 1; g)\n"
+        "\nbm25s vs rank-bm25: 31.2x at 1000; total 12 s"
+    )

@@ -1,8 +1,8 @@
-"""Tests of scripts/bench_build.py: the RSS sampler, the extrapolation, and a whole run at 300 +
-600 sentences.
+"""Tests of grasp/bench/index_build.py (scripts/bench_build.py): the RSS sampler, the
+extrapolation, and a whole run at 300 + 600 sentences.
 
-The script is loaded from its file (scripts are not a package). The whole run encodes 900 real
-sentences with MiniLM, each size in its own process, so it is marked slow.
+The whole run encodes 900 real sentences with MiniLM, each size in its own process, so it is
+marked slow.
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ import json
 import numpy as np
 import pytest
 
+from grasp.bench import index_build as bench
 from grasp.config import BenchBuildConfig
 
 
-@pytest.fixture(scope="module")
-def bench(load_script):
-    return load_script("bench_build")
-
-
-def test_sampler_attributes_memory_to_the_stage_that_allocated_it(bench):
+def test_sampler_attributes_memory_to_the_stage_that_allocated_it():
     with bench.RssSampler(interval_s=0.01) as sampler:
         sampler.enter("allocate")
         block = np.ones(25_000_000)  # 200 MB, every page written
@@ -31,7 +27,7 @@ def test_sampler_attributes_memory_to_the_stage_that_allocated_it(bench):
     assert sampler.peak_rss["allocate"] >= sampler.start_rss["allocate"] + 190_000_000
 
 
-def test_extrapolation_continues_the_least_squares_line_over_the_sizes(bench):
+def test_extrapolation_continues_the_least_squares_line_over_the_sizes():
     results = {
         100: {"a_s": 1.0, "b_bytes": 1_000.0},
         200: {"a_s": 3.0, "b_bytes": 1_200.0, "recall@10": 0.9},
@@ -51,13 +47,13 @@ def test_extrapolation_continues_the_least_squares_line_over_the_sizes(bench):
         ({"storages": ["SQfp16", "Flat"]}, "storages must start with 'Flat'"),
     ],
 )
-def test_bad_settings_are_refused_before_any_work(bench, fields, message):
+def test_bad_settings_are_refused_before_any_work(fields, message):
     with pytest.raises(ValueError, match=message):
         bench.run_benchmark(BenchBuildConfig(**fields))
 
 
 @pytest.mark.slow
-def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp_path):
+def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(tmp_path):
     config = BenchBuildConfig(
         sizes=[300, 600],
         storages=["Flat", "SQfp16", "PQ8x4"],
@@ -102,3 +98,25 @@ def test_benchmark_at_300_and_600_reports_time_memory_disk_and_recall(bench, tmp
     for way in ("streamed", "in_memory"):
         assert bm25_only[f"bm25_fresh_process/{way}/peak_growth_bytes"] > 0
     assert list(tmp_path.iterdir()) == []  # the temporary index folders are gone
+
+
+def test_the_table_prints_sizes_the_extrapolation_then_bm25_only():
+    report = {
+        "sizes": [300, 600],
+        "results": {"300": {"time/x_s": 1.5, "disk/y_bytes": 2000.0}, "600": {"time/x_s": 2.5}},
+        "extrapolated": {"time/x_s": 100.0},
+        "extrapolate_to": 3_600_000,
+        "bm25_only": {"2000": {"z_s": 0.5}},
+        "runtime_s": 3.0,
+    }
+    # The text scripts/bench_build.py printed before its code moved to grasp/bench/.
+    assert bench.table(report) == (
+        "\nmetric                     300             600      ~3,600,000\n"
+        "disk/y_bytes             2,000               -               -\n"
+        "time/x_s                   1.5             2.5           100.0\n"
+        "\n(~ column: the least-squares line through the sizes, continued)\n"
+        "\nmetric           2,000\n"
+        "z_s               0.5\n"
+        "\n(BM25 only: nothing encoded at these sizes)\n"
+        "total 3 s"
+    )

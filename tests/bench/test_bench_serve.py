@@ -1,4 +1,5 @@
-"""Tests of scripts/bench_serve.py: request batches, the service command, a whole minimal run.
+"""Tests of grasp/bench/serve.py (scripts/bench_serve.py): request batches, the service command,
+a whole minimal run.
 
 The whole run starts the real service (scripts/serve_retrieval.py) in a subprocess over the
 tiny index, so it is marked slow; it takes about 30 s on 2 idle cores.
@@ -11,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from grasp.bench import serve as bench
 from grasp.config import BenchServeConfig
 from grasp.paths import REPO_ROOT
 from grasp.types import Retriever
 
 
-@pytest.fixture(scope="module")
-def bench(load_script):
-    return load_script("bench_serve")
-
-
-def test_request_batches_cycle_through_the_queries(bench):
+def test_request_batches_cycle_through_the_queries():
     assert bench.request_batches(["a", "b", "c"], 4, 2) == [
         ["a", "b"],
         ["c", "a"],
@@ -30,7 +27,7 @@ def test_request_batches_cycle_through_the_queries(bench):
     ]
 
 
-def test_the_service_command_carries_the_service_settings_and_overrides(bench):
+def test_the_service_command_carries_the_service_settings_and_overrides():
     config = BenchServeConfig(service_overrides=["index=e5_gpu"])
     config.service.max_wait_ms = 5.0
     command = bench.service_command(config, Path("indexes/x"), 8123)
@@ -41,7 +38,7 @@ def test_the_service_command_carries_the_service_settings_and_overrides(bench):
 
 
 @pytest.mark.slow
-def test_a_minimal_run_checks_every_answer(bench, tiny_index_dir, tiny_questions):
+def test_a_minimal_run_checks_every_answer(tiny_index_dir, tiny_questions):
     config = BenchServeConfig(
         concurrency=[1, 3],
         requests=6,

@@ -1,5 +1,6 @@
-"""scripts/gpu_check.py at tiny shapes on the CPU (--dry-run): every phase runs and the JSON
-says what the GPU run will measure, so that on the GPU it only has to be started."""
+"""grasp/bench/gpu.py (scripts/gpu_check.py) at tiny shapes on the CPU (--dry-run): every phase
+runs and the JSON says what the GPU run will measure, so that on the GPU it only has to be
+started."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 import pytest
 import torch
 
+from grasp.bench import gpu as gpu_check
 
-def test_dry_run_measures_every_phase(load_script, tmp_path, capsys) -> None:
-    gpu_check = load_script("gpu_check")
+
+def test_dry_run_measures_every_phase(tmp_path, capsys) -> None:
     out = tmp_path / "gpu_check.json"
     assert gpu_check.main(["--dry-run", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -42,8 +44,7 @@ def test_dry_run_measures_every_phase(load_script, tmp_path, capsys) -> None:
     assert 0 < report["elapsed_s"] and "grpo_step.lora: done" in capsys.readouterr().out
 
 
-def test_a_failed_phase_is_recorded_and_the_others_still_run(load_script, tmp_path) -> None:
-    gpu_check = load_script("gpu_check")
+def test_a_failed_phase_is_recorded_and_the_others_still_run(tmp_path) -> None:
     report = gpu_check.Report(environment={}, shapes={})
     run = gpu_check.RunSettings(tmp_path / "r.json", budget_s=60.0, started=0.0)
     run.started = __import__("time").perf_counter()
@@ -62,7 +63,7 @@ def test_a_failed_phase_is_recorded_and_the_others_still_run(load_script, tmp_pa
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")
-def test_without_a_gpu_the_full_run_says_to_use_dry_run(load_script, capsys) -> None:
+def test_without_a_gpu_the_full_run_says_to_use_dry_run(capsys) -> None:
     with pytest.raises(SystemExit) as stop:
-        load_script("gpu_check").main(["--out", "/nonexistent/never.json"])
+        gpu_check.main(["--out", "/nonexistent/never.json"])
     assert stop.value.code == 2 and "--dry-run" in capsys.readouterr().err

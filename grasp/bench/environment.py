@@ -1,0 +1,92 @@
+"""The environment benchmark: tool calls per second, and the environment's share of a real
+rollout's time.
+
+``run_benchmark(config)`` runs scripted episodes (no model) and one rollout with the configured
+policy; ``table(results)`` is its printed table. ``scripts/bench_env.py`` is the entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from grasp.config import BenchEnvConfig, dataset_path, default_index_dir
+from grasp.data import load_questions
+from grasp.env.environment import RetrievalEnvironment
+from grasp.rollout.engine import RolloutConfig, RolloutEngine
+from grasp.rollout.factory import build_policy
+from grasp.rollout.scripted import HeuristicSearchPolicy
+from grasp.serve.client import open_index
+
+log = logging.getLogger("bench_env")
+
+
+def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]:
+    """Run ``episodes`` scripted episodes at once; environment time and tool calls/s."""
+    group = -(-episodes // len(questions))  # ceil: enough samples per question to reach the count
+    chosen = questions[: max(1, episodes // group)]
+    engine = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(group_size=group), chat=chat)
+    batch = engine.run(chosen)
+    calls = sum(sum(t.tool_calls.values()) + sum(t.errors.values()) for t in batch.trajectories)
+    return {
+        "episodes": len(batch.trajectories),
+        "tool_calls": calls,
+        "environment_s": batch.timings.environment,
+        "tool_calls_per_s": calls / batch.timings.environment,
+        "token_bookkeeping": chat is not None,
+    }
+
+
+def run_benchmark(config: BenchEnvConfig) -> dict[str, Any]:
+    """Scripted throughput at each episode count, with and without token bookkeeping, then one
+    rollout of ``hf_questions`` with the configured policy; the JSON report."""
+    name = config.dataset.name
+    questions = load_questions(name, "normalized", path=dataset_path(config.dataset, config.split))
+    directory = default_index_dir(name, config.split)
+    index = open_index(config.index, directory, questions).warm_up()
+    env = RetrievalEnvironment(index, config.env)
+    built = build_policy(config.policy, env.prompt_tool_schemas)
+    results: dict[str, Any] = {"scripted": []}
+    for count in config.episode_counts:
+        for chat in (None, built.chat):
+            row = scripted_throughput(env, questions, count, chat)
+            results["scripted"].append(row)
+            log.info("scripted %s", row)
+    engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
+    batch = engine.run(questions[: config.hf_questions])
+    t = batch.timings
+    generated = sum(tr.generated_tokens for tr in batch.trajectories)
+    results["hf_rollout"] = {
+        "questions": config.hf_questions,
+        "turns": t.turns,
+        "tool_calls": sum(sum(tr.tool_calls.values()) for tr in batch.trajectories),
+        "generation_s": t.generation,
+        "environment_s": t.environment,
+        "total_s": t.total,
+        "environment_share": t.environment / t.total,
+        "generated_tokens": generated,
+        "generated_tokens_per_s": generated / t.generation,
+        "target_environment_share_below": 0.10,
+        "pass": t.environment / t.total < 0.10,
+    }
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    """The scripted rows as a Markdown table, then the rollout's split in one sentence."""
+    lines = [
+        "| episodes | token bookkeeping | tool calls | env seconds | tool calls/s |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for row in results["scripted"]:
+        lines.append(
+            f"| {row['episodes']} | {row['token_bookkeeping']} | {row['tool_calls']} | "
+            f"{row['environment_s']:.2f} | {row['tool_calls_per_s']:.0f} |"
+        )
+    hf = results["hf_rollout"]
+    lines.append(
+        f"\nSmolLM2 rollout, {hf['questions']} episodes: generation {hf['generation_s']:.1f}s, "
+        f"environment {hf['environment_s']:.2f}s -> environment share {hf['environment_share']:.1%} "
+        f"({hf['generated_tokens_per_s']:.0f} generated tokens/s)"
+    )
+    return "\n".join(lines)
