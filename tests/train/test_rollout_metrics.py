@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grasp.reward import RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.rollout_adapter import rollout_metrics
 from grasp.types import StopReason, ToolName
@@ -51,7 +52,7 @@ def episode(
         read_paragraph_ids=[],
         tool_calls=tools or {},
         errors=errors or {},
-        reward=reward,
+        reward=RewardBreakdown.from_dict(reward),
         generated_tokens=generated,
         completion_tokens=completion,
     )
