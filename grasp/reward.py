@@ -1,12 +1,14 @@
 """GRASP's trajectory reward: answer F1 plus read, search and efficiency terms.
 
-    R = R_A + alpha * R_R + beta * R_S + gamma * R_E
+    R = R_A + alpha * R_R + beta * R_S + gamma * R_E + delta * R_F
 
 - R_A: answer F1 against the gold answers (max over aliases, official HotpotQA normalization).
 - R_R: set F1 between the paragraphs read (D_r) and the gold paragraphs (D_g).
 - R_S: 1 if both semantic search (D_s) and keyword search (D_k) hit a gold paragraph, else 0.
 - R_E: (T - T_used) / T, clamped to [0, 1], paid only when R_A > the answer threshold, so a
   policy cannot earn it by answering wrongly and quickly.
+- R_F: the share of turns that were valid tool calls, 0 for an episode that retrieved nothing.
+  Not in the paper: delta = 0 by default (the paper's R has the four terms above).
 
 A pure function of the episode's ``EpisodeEvidence``; it imports only the shared types and the
 metrics. Usage::
@@ -80,7 +82,7 @@ class RewardBreakdown:
     r_efficiency: float
     """R_E: unused share of the turn budget (0 unless the answer clears the threshold)."""
     total: float
-    """R_A + alpha * R_R + beta * R_S + gamma * R_E (+ delta * R_F when delta > 0)."""
+    """R_A + alpha * R_R + beta * R_S + gamma * R_E + delta * R_F."""
     em: float
     """Exact match of the answer (max over aliases)."""
     f1: float
@@ -101,6 +103,23 @@ class RewardBreakdown:
             "answer/em": self.em,
             "answer/f1": self.f1,
         }
+
+    @classmethod
+    def from_dict(cls, flat: dict[str, float], prefix: str = "reward/") -> RewardBreakdown:
+        """The inverse of ``as_dict`` (how a trajectory file stores the reward).
+
+        ``R_F`` may be absent (files written before it existed read back with 0.0).
+        """
+        return cls(
+            r_answer=flat[f"{prefix}R_A"],
+            r_read=flat[f"{prefix}R_R"],
+            r_search=flat[f"{prefix}R_S"],
+            r_efficiency=flat[f"{prefix}R_E"],
+            r_format=flat.get(f"{prefix}R_F", 0.0),
+            total=flat[f"{prefix}total"],
+            em=flat["answer/em"],
+            f1=flat["answer/f1"],
+        )
 
 
 DEFAULT_REWARD_CONFIG = RewardConfig()

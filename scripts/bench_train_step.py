@@ -20,6 +20,7 @@ The benchmark lives in ``grasp/bench/train_step.py``.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -28,6 +29,7 @@ from grasp.bench.report import publish
 from grasp.bench.train_step import run_benchmark, table
 from grasp.config import BenchTrainStepConfig, register_configs, to_dataclass
 from grasp.threads import set_threads
+from grasp.train.process import set_process_environment
 
 log = logging.getLogger("bench_train_step")
 register_configs()
@@ -37,6 +39,7 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchTrainStepConfig)
     set_threads(config.threads)
+    set_process_environment(config.wandb, Path(config.run_dir))
     report = run_benchmark(config, OmegaConf.to_container(cfg, resolve=True))
     name = f"bench_train_step-{config.experiment}.json"
     publish(report, config.out, name, table(report["step"], report.get("raw")), log)

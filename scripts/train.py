@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from grasp.config import register_configs, to_dataclass
 from grasp.threads import set_threads
 from grasp.train.config import TrainConfig
+from grasp.train.process import run_process, set_process_environment
 from grasp.train.trainer import run_training
 
 log = logging.getLogger("train")
@@ -32,8 +34,10 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, TrainConfig)
     set_threads(config.threads)
+    set_process_environment(config.wandb, Path(config.run_dir))
+    process = run_process(cpu=config.model.device == "cpu")  # one of a launch's processes
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    results = run_training(config, resolved)
+    results = run_training(config, resolved, process)
     if not results:  # another process of the launch wrote no results.json to read back
         return
     summary = {k: results["after"][k] for k in ("em", "f1", "recall", "parse_error_rate")}

@@ -243,7 +243,17 @@ def test_default_config_matches_the_paper() -> None:
     assert DEFAULT_REWARD_CONFIG == RewardConfig(
         alpha=0.7, beta=0.15, gamma=0.15, efficiency_answer_threshold=0.5
     )
-    assert compute_reward(FULL) == compute_reward(FULL, DEFAULT_REWARD_CONFIG)
+
+
+def test_the_default_argument_scores_with_the_paper_weights() -> None:
+    # Right answer; read paragraph 1 of the gold {1, 2} (p = 1, r = 1/2: R_R = 2/3); both
+    # searches hit gold (R_S = 1); 1 of 4 turns used (R_E = 3/4).
+    # R = 1 + 0.7 * 2/3 + 0.15 * 1 + 0.15 * 3/4 = 1.7291666...
+    evidence = make_evidence(semantic=(1,), keyword=(2,), read=(1,), turns_used=1, turn_budget=4)
+    assert_breakdown(compute_reward(evidence), 1.0, 2 / 3, 1.0, 0.75, 1 + 0.7 * 2 / 3 + 0.2625)
+    # Other weights score it otherwise: the default is not any config.
+    other = compute_reward(evidence, RewardConfig(alpha=0.0, beta=1.0, gamma=0.0))
+    assert other.total == pytest.approx(2.0, abs=1e-12)
 
 
 def test_config_stores_floats() -> None:

@@ -9,7 +9,7 @@ Notes are how a baseline carries its decisions from one turn to the next (Adapti
 route, CRAG's grades): lines ``[key: value]`` in the reasoning before its tool call. They are
 part of the turn's text, so every trajectory shows them.
 
-The hit format parsed here is the one ``grasp.env.observations.format_hits`` writes; a test
+The hit format parsed here is the one ``grasp.env.tools.format_hits`` writes; a test
 round-trips it.
 """
 

@@ -1,13 +1,11 @@
-"""The retrieval environment: episodes, their state machine, and batched tool execution.
+"""The retrieval environment: episodes, their state machine, and tool dispatch.
 
-One ``Episode`` per (question, sample). Each turn the rollout hands the environment the
-generated text of every active episode at once; ``step`` parses each turn (the parser never
-raises), groups the valid calls by tool, runs each group as ONE batched search, and returns
-the observations. It records what the reward needs: paragraphs hit by semantic search (D_s),
-by keyword search (D_k), and read (D_r), plus every call and its cost.
-
-Episode states: PENDING (reset, not yet generated) -> GENERATING (policy's turn) ->
-PROCESSING_TOOLS (environment's turn) -> GENERATING ... -> TERMINATED with a StopReason.
+One ``Episode`` (``grasp.env.episode``) per (question, sample). Each turn the rollout hands the
+environment the generated text of every active episode at once; ``step`` parses each turn (the
+parser never raises), groups the valid calls by tool, hands each group to its tool object
+(``grasp.env.tools``: a search is ONE batched index query), and returns the observations. The
+tools record what the reward needs: paragraphs hit by semantic search (D_s), by keyword search
+(D_k), and read (D_r); the environment records every call, every error and the turn counter.
 
 The tool set is configuration. Without read_paragraph, searches return whole paragraphs
 (paragraph granularity, the paper's ablation) and every returned paragraph counts as read.
@@ -15,47 +13,26 @@ The tool set is configuration. Without read_paragraph, searches return whole par
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
 from grasp.env import observations
+from grasp.env.demonstration import demonstration
+from grasp.env.episode import Episode, EpisodeStatus, TurnRecord
 from grasp.env.parser import ParsedTurn, ParseErrorKind, ToolCall, parse_turn
 from grasp.env.tool_specs import tool_schema, tool_specs
+from grasp.env.tools import SEARCH_TOOLS, TOOLS, ToolContext, compact_tool_list
 from grasp.types import (
-    EpisodeEvidence,
     Granularity,
-    Hit,
     Question,
-    Retriever,
     StopReason,
     StrEnum,
     ToolName,
     check_range,
     parse_enum,
 )
-
-SEARCH_TOOLS = (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH)
-
-PARAGRAPH_DESCRIPTIONS = {
-    ToolName.SEMANTIC_SEARCH: "Search the corpus for whole paragraphs whose meaning is closest "
-    "to the query. Good for paraphrased or descriptive questions.",
-    ToolName.KEYWORD_SEARCH: "Search the corpus for whole paragraphs that share the most words "
-    "with the query (BM25). Good for exact names, titles, dates and rare terms.",
-}
-"""Search descriptions when read_paragraph is absent and searches return paragraphs."""
-
-
-class EpisodeStatus(StrEnum):
-    PENDING = "pending"
-    GENERATING = "generating"
-    PROCESSING_TOOLS = "processing_tools"
-    TERMINATED = "terminated"
 
 
 class SearchScope(StrEnum):
@@ -147,78 +124,6 @@ def check_top_k(config: EnvConfig, questions: Sequence[Question]) -> None:
         )
 
 
-@dataclass
-class TurnRecord:
-    """One turn of an episode: what the policy wrote and what the environment answered."""
-
-    text: str
-    call: dict[str, Any] | None = None
-    """{"name": ..., "arguments": {...}} of a valid call."""
-    error: str | None = None
-    """ParseErrorKind value, or "invalid_call" for a well-formed call the environment refused."""
-    observation: str | None = None
-    hits: list[dict[str, Any]] = field(default_factory=list)
-    """Provenance of each hit: sentence_id, paragraph_id, score."""
-
-
-@dataclass
-class Episode:
-    """The state of one episode; the environment mutates it, the reward reads its evidence."""
-
-    episode_id: str
-    question: Question
-    group_id: int
-    """Index of the question in its batch: the G samples of a question share it."""
-    sample_index: int
-    messages: list[dict[str, Any]]
-    turn_budget: int
-    gold_paragraph_ids: frozenset[int]
-    scope: np.ndarray | None
-    status: EpisodeStatus = EpisodeStatus.PENDING
-    stop_reason: StopReason | None = None
-    answer: str | None = None
-    turns: list[TurnRecord] = field(default_factory=list)
-    semantic_paragraph_ids: set[int] = field(default_factory=set)
-    keyword_paragraph_ids: set[int] = field(default_factory=set)
-    read_paragraph_ids: set[int] = field(default_factory=set)
-    shown_sentence_ids: set[int] = field(default_factory=set)
-    shown_paragraph_ids: set[int] = field(default_factory=set)
-    tool_calls: Counter = field(default_factory=Counter)
-    errors: Counter = field(default_factory=Counter)
-    extra: dict[str, Any] = field(default_factory=dict)
-    """What the policy reported about the episode (a baseline's route...), for the trajectory."""
-
-    @property
-    def turns_used(self) -> int:
-        return len(self.turns)
-
-    @property
-    def turns_left(self) -> int:
-        return self.turn_budget - self.turns_used
-
-    @property
-    def done(self) -> bool:
-        return self.status is EpisodeStatus.TERMINATED
-
-    def terminate(self, reason: StopReason) -> None:
-        self.status = EpisodeStatus.TERMINATED
-        self.stop_reason = reason
-
-    def evidence(self) -> EpisodeEvidence:
-        """What the reward and retrieval metrics need from this episode."""
-        return EpisodeEvidence(
-            answer=self.answer,
-            gold_answers=self.question.answers,
-            gold_paragraph_ids=self.gold_paragraph_ids,
-            semantic_paragraph_ids=frozenset(self.semantic_paragraph_ids),
-            keyword_paragraph_ids=frozenset(self.keyword_paragraph_ids),
-            read_paragraph_ids=frozenset(self.read_paragraph_ids),
-            turns_used=self.turns_used,
-            turn_budget=self.turn_budget,
-            invalid_turns=sum(1 for turn in self.turns if turn.error is not None),
-        )
-
-
 class RetrievalEnvironment:
     """Runs the tools of many episodes against one index, batching searches per tool."""
 
@@ -232,20 +137,18 @@ class RetrievalEnvironment:
         self.index = index
         self.config = config
         self.specs = tool_specs(config.tools)
-        self.tool_schemas = [self._schema(t) for t in config.tools]
+        self.tool_schemas = [tool_schema(t, config.granularity) for t in config.tools]
         self.system_prompt = observations.system_prompt([str(t) for t in config.tools])
         if not config.schemas_in_prompt:
-            self.system_prompt += "\n\n" + observations.compact_tool_list(config.tools)
-
-    def _schema(self, tool: ToolName) -> dict:
-        """A tool's schema; at paragraph granularity the searches say they return paragraphs."""
-        schema = tool_schema(tool)
-        if self.config.granularity is Granularity.PARAGRAPH and tool in PARAGRAPH_DESCRIPTIONS:
-            schema["function"]["description"] = PARAGRAPH_DESCRIPTIONS[tool]
-            schema["function"].setdefault("return", {})["description"] = (
-                "The top-K paragraphs, each with its paragraph id, title and full text."
-            )
-        return schema
+            self.system_prompt += "\n\n" + compact_tool_list(config.tools)
+        self.context = ToolContext(
+            index=index,
+            top_k=config.top_k,
+            granularity=config.granularity,
+            question_scoped=config.scope is SearchScope.QUESTION,
+            read_requires_retrieved=config.read_requires_retrieved,
+            max_observation_chars=config.max_observation_chars,
+        )
 
     @property
     def prompt_tool_schemas(self) -> list[dict]:
@@ -260,7 +163,7 @@ class RetrievalEnvironment:
             scope = corpus.question_scope(question.question_id)
         messages = [{"role": "system", "content": self.system_prompt}]
         if self.config.demonstration:
-            messages += observations.demonstration(self.config.tools, self.config.turn_budget)
+            messages += demonstration(self.config.tools, self.config.turn_budget)
         messages.append(
             {
                 "role": "user",
@@ -276,7 +179,6 @@ class RetrievalEnvironment:
             turn_budget=self.config.turn_budget,
             gold_paragraph_ids=corpus.gold_paragraph_ids(question),
             scope=scope,
-            status=EpisodeStatus.GENERATING,
         )
 
     def step(self, episodes: Sequence[Episode], texts: Sequence[str]) -> list[str | None]:
@@ -294,146 +196,53 @@ class RetrievalEnvironment:
                 )
         parsed = [parse_turn(text, self.specs, self.config.max_query_chars) for text in texts]
         results: list[str | None] = [None] * len(episodes)
-        searches: dict[ToolName, list[int]] = {}
+        by_tool: dict[ToolName, list[tuple[int, ToolCall]]] = {}
         for i, (episode, text, turn) in enumerate(zip(episodes, texts, parsed, strict=True)):
             episode.status = EpisodeStatus.PROCESSING_TOOLS
             episode.messages.append({"role": "assistant", "content": text})
             episode.turns.append(TurnRecord(text=text))
-            if turn.call is not None and turn.call.name in SEARCH_TOOLS:
-                searches.setdefault(turn.call.name, []).append(i)
+            if turn.call is None:
+                results[i] = self._reject(episode, turn)
             else:
-                results[i] = self._apply_local(episode, turn)
-        for tool, members in searches.items():
-            calls = [parsed[i].call for i in members]
-            observed = self._run_search(tool, [episodes[i] for i in members], calls)
+                episode.record_call(turn.call)
+                by_tool.setdefault(turn.call.name, []).append((i, turn.call))
+        for tool, group in by_tool.items():
+            members = [i for i, _ in group]
+            calls = [call for _, call in group]
+            observed = TOOLS[tool].run([episodes[i] for i in members], calls, self.context)
             for i, observation in zip(members, observed, strict=True):
                 results[i] = observation
-        for episode, observation in zip(episodes, results, strict=True):
+        return [
             self._finish_turn(episode, observation)
-        return [None if e.done else e.messages[-1]["content"] for e in episodes]
+            for episode, observation in zip(episodes, results, strict=True)
+        ]
 
-    # ------------------------------------------------------------------ tools
-
-    def _apply_local(self, episode: Episode, turn: ParsedTurn) -> str | None:
-        """Handle everything but searches: parse errors, answers and reads."""
-        record = episode.turns[-1]
-        if turn.error is not None:
-            kind = turn.error.kind
-            if kind is ParseErrorKind.NO_TOOL_CALL and (
-                self.config.final_message is FinalMessagePolicy.ANSWER
-            ):
-                episode.answer = turn.reasoning
-                episode.terminate(StopReason.NO_TOOL_CALL)
-                return None
-            record.error = kind.value
-            episode.errors[kind.value] += 1
-            return observations.format_error(turn.error.message, self.config.max_observation_chars)
-        call = turn.call
-        assert call is not None  # ParsedTurn holds exactly one of call and error
-        record.call = {"name": call.name.value, "arguments": dict(call.arguments)}
-        episode.tool_calls[call.name.value] += 1
-        if call.name is ToolName.ANSWER:
-            episode.answer = call.arguments["answer"]
-            episode.terminate(StopReason.ANSWERED)
-            return None
-        return self._read(episode, call)
-
-    def _read(self, episode: Episode, call: ToolCall) -> str:
-        corpus = self.index.corpus
-        sentence_id = call.arguments.get("sentence_id")
-        paragraph_id = call.arguments.get("paragraph_id")
-        if sentence_id is not None:
-            if not corpus.has_sentence(sentence_id):
-                return self._refuse(episode, f"sentence s{sentence_id} does not exist.")
-            if (
-                self.config.read_requires_retrieved
-                and sentence_id not in episode.shown_sentence_ids
-            ):
-                return self._refuse(
-                    episode, f"sentence s{sentence_id} was not in your search results."
-                )
-            paragraph_id = corpus.paragraph_of(sentence_id)
-        elif not corpus.has_paragraph(paragraph_id):
-            return self._refuse(episode, f"paragraph p{paragraph_id} does not exist.")
-        elif (
-            self.config.read_requires_retrieved and paragraph_id not in episode.shown_paragraph_ids
+    def _reject(self, episode: Episode, turn: ParsedTurn) -> str | None:
+        """A turn without a valid call: an error observation, or the final answer."""
+        assert turn.error is not None  # ParsedTurn holds exactly one of call and error
+        kind = turn.error.kind
+        if kind is ParseErrorKind.NO_TOOL_CALL and (
+            self.config.final_message is FinalMessagePolicy.ANSWER
         ):
-            return self._refuse(
-                episode, f"paragraph p{paragraph_id} was not in your search results."
-            )
-        episode.read_paragraph_ids.add(paragraph_id)
-        ids = corpus.sentence_ids(paragraph_id)
-        episode.shown_sentence_ids.update(ids)
-        return observations.format_paragraph(
-            paragraph_id,
-            corpus.title(paragraph_id),
-            corpus.paragraph_sentences(paragraph_id),
-            ids.start,
-            self.config.max_observation_chars,
-        )
+            episode.answer = turn.reasoning
+            episode.terminate(StopReason.NO_TOOL_CALL)
+            return None
+        episode.record_error(kind.value)
+        return observations.format_error(turn.error.message, self.config.max_observation_chars)
 
-    def _refuse(self, episode: Episode, problem: str) -> str:
-        episode.turns[-1].error = "invalid_call"
-        episode.errors["invalid_call"] += 1
-        return observations.format_error(
-            f"{problem} Read a sentence or paragraph id from a search result.",
-            self.config.max_observation_chars,
-        )
-
-    def _run_search(
-        self, tool: ToolName, episodes: Sequence[Episode], calls: Sequence[ToolCall]
-    ) -> list[str]:
-        """One batched search for every episode that called ``tool`` this turn."""
-        retriever = Retriever.BM25 if tool is ToolName.KEYWORD_SEARCH else Retriever.DENSE
-        granularity = Granularity.PARAGRAPH if tool is ToolName.SEARCH else self.config.granularity
-        queries = [call.arguments["query"] for call in calls]
-        scopes = None
-        if self.config.scope is SearchScope.QUESTION:
-            scopes = [episode.scope for episode in episodes]
-        hit_lists = self.index.search(
-            queries, retriever, k=self.config.top_k, granularity=granularity, scopes=scopes
-        )
-        observed = []
-        for episode, call, hits, query in zip(episodes, calls, hit_lists, queries, strict=True):
-            record = episode.turns[-1]
-            record.call = {"name": tool.value, "arguments": dict(call.arguments)}
-            episode.tool_calls[tool.value] += 1
-            self._record_hits(episode, tool, hits, granularity)
-            record.hits = [
-                {"sentence_id": h.sentence_id, "paragraph_id": h.paragraph_id, "score": h.score}
-                for h in hits
-            ]
-            observed.append(
-                observations.format_hits(tool, query, hits, self.config.max_observation_chars)
-            )
-        return observed
-
-    def _record_hits(
-        self, episode: Episode, tool: ToolName, hits: Sequence[Hit], granularity: Granularity
-    ) -> None:
-        paragraph_ids = {hit.paragraph_id for hit in hits}
-        if tool is ToolName.KEYWORD_SEARCH:
-            episode.keyword_paragraph_ids |= paragraph_ids
-        else:
-            episode.semantic_paragraph_ids |= paragraph_ids
-        episode.shown_paragraph_ids |= paragraph_ids
-        episode.shown_sentence_ids.update(h.sentence_id for h in hits if h.sentence_id is not None)
-        if granularity is Granularity.PARAGRAPH:
-            # A whole paragraph in the results has been read: R_R stays meaningful in the
-            # paragraph-granularity ablation, which has no read_paragraph tool.
-            episode.read_paragraph_ids |= paragraph_ids
-
-    def _finish_turn(self, episode: Episode, observation: str | None) -> None:
+    def _finish_turn(self, episode: Episode, observation: str | None) -> str | None:
+        """Close the turn: the tool message with the turn counter, or the episode's end."""
         if episode.done:
-            return
+            return None
         if episode.turns_left <= 0:
             episode.turns[-1].observation = observation
             episode.terminate(StopReason.TURN_BUDGET)
-            return
+            return None
         text = f"{observation}\n{observations.turns_left_line(episode.turns_left)}"
         episode.turns[-1].observation = text
         episode.messages.append({"role": "tool", "content": text})
         episode.status = EpisodeStatus.GENERATING
+        return text
 
     def stop(self, episode: Episode, reason: StopReason) -> None:
         """End an episode from outside (token budget exhausted, generation error)."""

@@ -1,15 +1,15 @@
-"""The tools a policy can call, defined once as typed, documented Python functions.
+"""The JSON schema of each tool, derived from its signature; and the parser's view of it.
 
-Each function's signature and Google-style docstring *are* the tool's definition (the
-TRL/transformers convention): ``transformers.utils.get_json_schema`` turns them into the JSON
-schema that ``tokenizer.apply_chat_template(messages, tools=[tool_schema(name), ...])`` renders
-into the system prompt. The bodies do nothing: the environment implements the behaviour.
-``ToolSpec`` is the parser's view of the same schema (argument names, JSON types, required
-flags), derived from it so that the two can never disagree.
+Each tool object (``grasp.env.tools``) holds a schema-only function named after the tool; its
+type hints and Google-style docstring *are* the tool's definition (the TRL/transformers
+convention): ``transformers.utils.get_json_schema`` turns them into the JSON schema that
+``tokenizer.apply_chat_template(messages, tools=[tool_schema(name), ...])`` renders into the
+system prompt. ``ToolSpec`` is the parser's view of the same schema (argument names, JSON types,
+required flags), derived from it so that the two can never disagree.
 
 Usage::
 
-    schemas = [tool_schema(name) for name in tool_names]
+    schemas = [tool_schema(name, granularity) for name in tool_names]
     allowed = tool_specs(tool_names)  # for grasp.env.parser.parse_turn
 """
 
@@ -25,93 +25,16 @@ from typing import NamedTuple
 
 from transformers.utils import get_json_schema
 
-from grasp.types import ToolName
-
-_SCHEMA_ONLY = "schema only: the grasp environment implements this tool"
-
-
-def semantic_search(query: str) -> str:
-    """Search the corpus for single sentences whose meaning is closest to the query.
-
-    Good for paraphrased or descriptive questions. Read a hit's whole paragraph with
-    read_paragraph when one sentence is not enough.
-
-    Args:
-        query: What to look for, as a short natural-language question or statement.
-
-    Returns:
-        The top-K sentences, each with its sentence id, paragraph id and paragraph title.
-    """
-    raise NotImplementedError(_SCHEMA_ONLY)
-
-
-def keyword_search(query: str) -> str:
-    """Search the corpus for single sentences that share the most words with the query (BM25).
-
-    Good for exact names, titles, dates and rare terms. Read a hit's whole paragraph with
-    read_paragraph when one sentence is not enough.
-
-    Args:
-        query: The keywords to match, e.g. a name plus a distinctive term.
-
-    Returns:
-        The top-K sentences, each with its sentence id, paragraph id and paragraph title.
-    """
-    raise NotImplementedError(_SCHEMA_ONLY)
-
-
-def read_paragraph(sentence_id: int | None = None, paragraph_id: int | None = None) -> str:
-    """Read a whole paragraph: the one containing a retrieved sentence, or one given by its id.
-
-    Give exactly one of sentence_id or paragraph_id, using an id shown in a search result.
-
-    Args:
-        sentence_id: The id of a sentence from a search result; its parent paragraph is read.
-        paragraph_id: The id of a paragraph from a search result.
-
-    Returns:
-        The paragraph's title and all of its sentences, each with its sentence id.
-    """
-    raise NotImplementedError(_SCHEMA_ONLY)
-
-
-def search(query: str) -> str:
-    """Search the corpus for the paragraphs most relevant to the query.
-
-    Args:
-        query: What to look for, as a short question or keywords.
-
-    Returns:
-        The top-K paragraphs, each with its paragraph id, title and full text.
-    """
-    raise NotImplementedError(_SCHEMA_ONLY)
-
-
-def answer(answer: str) -> str:
-    """Give the final answer to the question. This ends the episode; call it exactly once.
-
-    Args:
-        answer: The final answer only, as short as possible: a name, date, number, or yes/no.
-
-    Returns:
-        Nothing: the episode ends.
-    """
-    raise NotImplementedError(_SCHEMA_ONLY)
-
+from grasp.env.tools import TOOLS
+from grasp.types import Granularity, ToolName
 
 TOOL_FUNCTIONS: dict[ToolName, Callable[..., str]] = {
-    ToolName.SEMANTIC_SEARCH: semantic_search,
-    ToolName.KEYWORD_SEARCH: keyword_search,
-    ToolName.READ_PARAGRAPH: read_paragraph,
-    ToolName.SEARCH: search,
-    ToolName.ANSWER: answer,
+    name: tool.signature for name, tool in TOOLS.items()
 }
-"""The definition of every ToolName; each function's ``__name__`` is the tool's name."""
+"""The signature of every ToolName (``grasp.env.tools``); each ``__name__`` is the tool's name."""
 
-# Rules a JSON schema from get_json_schema cannot express; the parser enforces them.
-_EXACTLY_ONE_OF: dict[ToolName, tuple[str, ...]] = {
-    ToolName.READ_PARAGRAPH: ("sentence_id", "paragraph_id"),
-}
+PARAGRAPH_RETURNS = "The top-K paragraphs, each with its paragraph id, title and full text."
+"""What a search returns when its hits are whole paragraphs (no read_paragraph offered)."""
 
 
 class ParamSpec(NamedTuple):
@@ -154,12 +77,18 @@ def _schema(name: ToolName) -> dict:
     return schema
 
 
-def tool_schema(name: ToolName) -> dict:
+def tool_schema(name: ToolName | str, granularity: Granularity = Granularity.SENTENCE) -> dict:
     """The ``{"type": "function", "function": {...}}`` schema of a tool, for ``tools=``.
 
-    Returns a fresh copy, so callers may modify it.
+    At paragraph granularity (no read_paragraph offered) a search says it returns whole
+    paragraphs. Returns a fresh copy, so callers may modify it.
     """
-    return copy.deepcopy(_schema(ToolName(name)))
+    tool = TOOLS[ToolName(name)]
+    schema = copy.deepcopy(_schema(tool.name))
+    if granularity is Granularity.PARAGRAPH and tool.paragraph_description is not None:
+        schema["function"]["description"] = tool.paragraph_description
+        schema["function"].setdefault("return", {})["description"] = PARAGRAPH_RETURNS
+    return schema
 
 
 @functools.cache
@@ -173,7 +102,7 @@ def _tool_spec(name: ToolName) -> ToolSpec:
     return ToolSpec(
         name=name,
         parameters=MappingProxyType(params),
-        exactly_one_of=_EXACTLY_ONE_OF.get(name, ()),
+        exactly_one_of=TOOLS[name].exactly_one_of,
     )
 
 

@@ -26,7 +26,7 @@ TRAJECTORIES_FILE = "trajectories.jsonl"
 
 def observation_tokens(trajectory: Trajectory, count: TokenCounter) -> int:
     """Tokens of every observation the episode's policy was shown."""
-    return sum(count(turn["observation"]) for turn in trajectory.turns if turn.get("observation"))
+    return sum(count(turn.observation) for turn in trajectory.turns if turn.observation)
 
 
 def context_tokens(trajectories: Sequence[Trajectory], count: TokenCounter) -> ConfidenceInterval:

@@ -54,7 +54,7 @@ def failure_code(trajectory: Trajectory) -> FailureCode:
     """The episode's code: the first of the module docstring's order that applies."""
     if exact_match(trajectory.answer, trajectory.gold_answers) == 1.0:
         return FailureCode.CORRECT
-    invalid = sum(1 for turn in trajectory.turns if turn.get("error"))
+    invalid = sum(1 for turn in trajectory.turns if turn.error is not None)
     if invalid * 2 > trajectory.turns_used:
         return FailureCode.FORMAT_FAILURES
     if trajectory.stop_reason in BUDGET_STOPS:

@@ -4,7 +4,7 @@ Beside EM/F1/JD and trajectory recall, an evaluation reports how it got there:
 
 - **Retrieval per search call**, against the question's gold paragraphs, averaged over the
   calls of each search tool (``semantic_search``, ``keyword_search``, Search-R1's ``search``).
-  A call's ranking is its hit list as the trajectory recorded it (``turn["hits"]``, best
+  A call's ranking is its hit list as the trajectory recorded it (``TurnRecord.hits``, best
   first); a hit is relevant when its paragraph is gold. At sentence granularity several
   hits may name one paragraph: a gold paragraph counts once, at its first (best) hit.
   With the top ``k`` hits (all of them when ``k`` is None), ``g`` the gold paragraphs::
@@ -106,10 +106,10 @@ def search_calls(trajectory: Trajectory) -> list[SearchCall]:
     """The searches that ran in the episode, in turn order (refused calls excluded)."""
     calls = []
     for turn in trajectory.turns:
-        call = turn.get("call")
-        if turn.get("error") or not call or call["name"] not in SEARCH_TOOLS:
+        call = turn.call
+        if turn.error is not None or not call or call["name"] not in SEARCH_TOOLS:
             continue
-        hits = tuple(int(hit["paragraph_id"]) for hit in turn.get("hits") or ())
+        hits = tuple(int(hit["paragraph_id"]) for hit in turn.hits)
         calls.append(SearchCall(call["name"], hits))
     return calls
 

@@ -193,7 +193,7 @@ def evaluate_policy(
     engine: RolloutEngine,
     questions: Sequence[Question],
     out_dir: Path,
-    config: dict[str, Any],
+    fingerprint: dict[str, Any],
     batch_questions: int = 64,
     save_tokens: bool = False,
     judge: Judge | None = None,
@@ -202,14 +202,15 @@ def evaluate_policy(
 ) -> EvaluationOutput:
     """Roll out ``questions`` in batches, appending trajectories; score; write the results.
 
-    ``config`` is what must match on resume (config.json); ``provenance`` (code version,
+    ``fingerprint`` is what the folder must match to resume (its config.json: the settings
+    that shape the trajectories, as the caller derives them); ``provenance`` (code version,
     policy and judge identity) goes into results.json and results.md as it is. The folder is
     locked while this runs (EvaluationLockedError when another process holds it), and
     GenerationErrorsError is raised, before any result is written, when more than
     ``max_error_share`` of the episodes ended in a generation error.
     """
     with locked(out_dir):
-        check_or_write_config(out_dir / "config.json", config)
+        check_or_write_config(out_dir / "config.json", fingerprint)
         rolled = roll_out(
             engine, questions, out_dir, batch_questions, save_tokens, provenance, max_error_share
         )
@@ -238,10 +239,10 @@ def evaluate_policy(
             repeated_lines_dropped=rolled.finished.repeated,
             ladder=ladder,
         )
-        results = DatasetEvaluation(dataset, config, provenance)
+        results = DatasetEvaluation(dataset, fingerprint, provenance)
         write_atomic(out_dir / "results.json", json.dumps(results.to_json(), indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
-        markdown = results_markdown(title, [(out_dir.name, dataset)], provenance or {}, config)
+        markdown = results_markdown(title, [(out_dir.name, dataset)], provenance or {}, fingerprint)
         markdown += ladder_markdown(out_dir.name, dataset)
         write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)

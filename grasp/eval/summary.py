@@ -67,7 +67,7 @@ def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
     for t in trajectories:
         counts.tool_calls.update(t.tool_calls)
         counts.errors.update(t.errors)
-        counts.stops[t.stop_reason] += 1
+        counts.stops[str(t.stop_reason)] += 1
         counts.turns += t.turns_used
     return counts
 
@@ -110,8 +110,8 @@ def metric_values(
         gold = set(t.gold_paragraph_ids)
         found = t.retrieved_paragraph_ids
         read = set(t.read_paragraph_ids)
-        values["em"].append(t.reward["answer/em"])
-        values["f1"].append(t.reward["answer/f1"])
+        values["em"].append(t.reward.em)
+        values["f1"].append(t.reward.f1)
         values["recall"].append(paragraph_recall(found, gold))
         values["recall_all_gold"].append(all_gold_found(found, gold))
         values["read_recall"].append(paragraph_recall(read, gold))
@@ -161,14 +161,15 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         means.setdefault(name, NOT_AVAILABLE)
     counts = count_events(trajectories)
     turns = counts.turns
-    reward_keys = [k for k in trajectories[0].reward if k.startswith("reward/")]
+    rewards = [t.reward.as_dict() for t in trajectories]  # results.json keys are made here
+    reward_keys = [k for k in rewards[0] if k.startswith("reward/")]
     return Summary(
         **{name: means[name] for name in MEAN_METRICS if name != "turns_per_episode"},
         ci={name: _interval(v) for name, v in values.items() if v},
         judge=_judge_counts(trajectories, scores) if scores.verdicts is not None else None,
         supporting_sentence_episodes=len(values["supporting_sentence_recall"]),
-        reward={k: sum(t.reward[k] for t in trajectories) / n for k in reward_keys},
-        reward_ci={k: _interval([t.reward[k] for t in trajectories]) for k in reward_keys},
+        reward={k: sum(r[k] for r in rewards) / n for k in reward_keys},
+        reward_ci={k: _interval([r[k] for r in rewards]) for k in reward_keys},
         tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},
         parse_error_rate=counts.parse_errors / max(turns, 1),
         invalid_call_rate=counts.errors["invalid_call"] / max(turns, 1),

@@ -65,7 +65,7 @@ def seen_sentence_ids(corpus: SentenceCorpus, trajectory: Trajectory) -> set[int
     the sentences of read paragraphs (a read counts the whole paragraph)."""
     seen: set[int] = set()
     for turn in trajectory.turns:
-        for hit in turn.get("hits") or ():
+        for hit in turn.hits:
             if hit["sentence_id"] is not None:
                 seen.add(int(hit["sentence_id"]))
             else:

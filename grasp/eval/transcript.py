@@ -25,14 +25,14 @@ def transcript(trajectory: Trajectory, observation_lines: int = 8) -> str:
         f"gold answer: {' | '.join(t.gold_answers)}; gold paragraphs: {t.gold_paragraph_ids}",
     ]
     for number, turn in enumerate(t.turns, start=1):
-        call = turn.get("call")
+        call = turn.call
         if call:
             arguments = json.dumps(call.get("arguments", {}), ensure_ascii=False)
             lines.append(f"turn {number}: {call['name']} {arguments}")
         else:
-            written = " ".join(str(turn.get("text", "")).split())
-            lines.append(f"turn {number}: refused ({turn.get('error')}): {written[:200]}")
-        observation = turn.get("observation")
+            written = " ".join(turn.text.split())
+            lines.append(f"turn {number}: refused ({turn.error}): {written[:200]}")
+        observation = turn.observation
         if observation:
             shown = observation.splitlines()
             kept = shown[:observation_lines]
@@ -40,14 +40,10 @@ def transcript(trajectory: Trajectory, observation_lines: int = 8) -> str:
                 kept.append(f"... ({len(shown) - observation_lines} more lines)")
             lines += [textwrap.indent(line, "    | ") for line in kept]
     lines.append(f"answer: {t.answer!r} (stop: {t.stop_reason}, {t.turns_used} turns)")
-    reward = "  ".join(
-        f"{term} {t.reward[f'reward/{term}']:.3f}"
-        for term in REWARD_TERMS
-        if f"reward/{term}" in t.reward
-    )
+    terms = t.reward.as_dict()
+    reward = "  ".join(f"{term} {terms[f'reward/{term}']:.3f}" for term in REWARD_TERMS)
     lines.append(f"reward: {reward}")
     lines.append(
-        f"EM {t.reward.get('answer/em', 0.0):.0f}  F1 {t.reward.get('answer/f1', 0.0):.3f}  "
-        f"read paragraphs: {t.read_paragraph_ids}"
+        f"EM {t.reward.em:.0f}  F1 {t.reward.f1:.3f}  read paragraphs: {t.read_paragraph_ids}"
     )
     return "\n".join(lines)

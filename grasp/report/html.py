@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grasp.env.episode import TurnRecord
 from grasp.report.assets import CSS, JS
 from grasp.report.figures import (
     figure_svg,
@@ -228,8 +229,8 @@ def _trajectory(item_id: str, source: str, trajectory: Trajectory) -> str:
     summary = (
         f'<span class="badge {kind.value}">{kind.value.replace("_", " ")}</span>'
         f"<b>{esc(trajectory.question)}</b> "
-        f'<span class="muted">F1 {reward.get("answer/f1", 0.0):.2f} · reward '
-        f"{reward.get('reward/total', 0.0):.3f} · {trajectory.turns_used}/{trajectory.turn_budget} "
+        f'<span class="muted">F1 {reward.f1:.2f} · reward '
+        f"{reward.total:.3f} · {trajectory.turns_used}/{trajectory.turn_budget} "
         f"turns{_count(errors, 'parse error')}</span>"
     )
     gold = set(trajectory.gold_paragraph_ids)
@@ -269,25 +270,23 @@ def _paragraphs(paragraph_ids: Sequence[int], gold: set[int]) -> str:
     )
 
 
-def _turn(number: int, turn: dict[str, Any], gold: set[int]) -> str:
-    call, error = turn.get("call"), turn.get("error")
+def _turn(number: int, turn: TurnRecord, gold: set[int]) -> str:
+    call, error = turn.call, turn.error
     if call:
         badge = f'<span class="badge tool">{esc(call.get("name"))}</span>'
     else:
         badge = f'<span class="badge error">{esc(error or "no call")}</span>'
-    parts = [
-        f'<div class="label">model text</div><pre class="text">{esc(turn.get("text", ""))}</pre>'
-    ]
+    parts = [f'<div class="label">model text</div><pre class="text">{esc(turn.text)}</pre>']
     if call:
         parsed = json.dumps(call, ensure_ascii=False)
         parts.append(f'<div class="label">parsed call</div><pre class="call">{esc(parsed)}</pre>')
     if error:
         parts.append(f'<div class="label">error</div><pre class="error">{esc(error)}</pre>')
-    if turn.get("observation"):
+    if turn.observation:
         parts.append(
-            f'<div class="label">observation</div><pre class="obs">{esc(turn["observation"])}</pre>'
+            f'<div class="label">observation</div><pre class="obs">{esc(turn.observation)}</pre>'
         )
-    hits = list(dict.fromkeys(int(h["paragraph_id"]) for h in turn.get("hits") or []))
+    hits = list(dict.fromkeys(int(h["paragraph_id"]) for h in turn.hits))
     if hits:
         parts.append(f'<div class="label">paragraphs hit</div><div>{_paragraphs(hits, gold)}</div>')
     failed = " failed" if error else ""
@@ -307,7 +306,7 @@ def _ending(trajectory: Trajectory, gold: set[int]) -> str:
     ]
     cells = "".join(
         f"<tr><td>{esc(key)}</td><td>{float(value):.3f}</td></tr>"
-        for key, value in trajectory.reward.items()
+        for key, value in trajectory.reward.as_dict().items()
     )
     return (
         f'<div class="label">end of episode</div>{_facts(facts)}'

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.env.episode import INVALID_CALL
 from grasp.eval.resume import collect
 from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
@@ -260,16 +261,16 @@ def metric_keys(metrics: Sequence[dict[str, Any]], prefix: str, suffix: str = ""
 def outcome(trajectory: Trajectory) -> Outcome:
     if trajectory.answer is None or not trajectory.answer.strip():
         return Outcome.NO_ANSWER
-    if trajectory.reward.get("answer/em", 0.0) >= 1.0:
+    if trajectory.reward.em >= 1.0:
         return Outcome.CORRECT
-    if trajectory.reward.get("answer/f1", 0.0) > 0.0:
+    if trajectory.reward.f1 > 0.0:
         return Outcome.PARTIAL
     return Outcome.WRONG
 
 
 def parse_errors(trajectory: Trajectory) -> int:
     """Turns whose text did not parse as a tool call (refused valid calls not counted)."""
-    return sum(1 for turn in trajectory.turns if turn["error"] and turn["error"] != "invalid_call")
+    return sum(1 for turn in trajectory.turns if turn.error and turn.error != INVALID_CALL)
 
 
 def recall(trajectory: Trajectory) -> float:

@@ -1,9 +1,10 @@
 """The batched multi-turn rollout engine: B questions x G samples as concurrent episodes.
 
-Each turn: one generation call for every active episode, then one ``env.step`` (which parses
-every turn and runs each tool's calls as one batched search), then the observation ids are
-appended to each episode's token trace. Repeat until every episode has stopped; then score
-each episode with the reward and return the trajectories.
+Each turn is a straight line: stop the episodes whose context is full (token_budget); one
+generation call for every running episode; one ``env.step`` (which parses every turn and runs
+each tool's calls as one batched call); the observations it returns are appended, as inserted
+ids, to each episode's token trace. Repeat until every episode has stopped; then score each
+episode with the reward and return the trajectories.
 
     engine = RolloutEngine(env, policy, RolloutConfig(group_size=4), chat=chat_tokenizer)
     batch = engine.run(questions)
@@ -72,6 +73,10 @@ class RolloutTimings:
     """Turns of the slowest episode (number of generation calls)."""
 
 
+Running = tuple[Episode, TokenTrace | None]
+"""A running episode and its token trace (None without token bookkeeping)."""
+
+
 @dataclass
 class RolloutBatch:
     trajectories: list[Trajectory]
@@ -84,12 +89,13 @@ class RolloutEngine:
     def __init__(
         self,
         env: RetrievalEnvironment,
-        policy: Policy,
+        policy: Policy | None,
         config: RolloutConfig,
         chat: ChatTokenizer | None = None,
     ) -> None:
         """``chat`` enables token bookkeeping (needed for training); without it,
-        episodes carry messages only (evaluation of chat-level policies)."""
+        episodes carry messages only (evaluation of chat-level policies). ``policy`` None:
+        each ``run`` names its policy (training plays the trainer's current weights)."""
         self.env = env
         self.policy = policy
         self.config = config
@@ -98,12 +104,20 @@ class RolloutEngine:
         """The sampling seed of the run in progress (``run(seed=...)``)."""
 
     def run(
-        self, questions: Sequence[Question], group_size: int | None = None, seed: int | None = None
+        self,
+        questions: Sequence[Question],
+        group_size: int | None = None,
+        seed: int | None = None,
+        policy: Policy | None = None,
     ) -> RolloutBatch:
         """Roll out ``group_size`` (default config.group_size) episodes per question.
 
         ``seed`` replaces ``config.sampling.seed`` for this run (training passes one per step,
-        so that successive steps do not replay the same random stream)."""
+        so that successive steps do not replay the same random stream); ``policy`` replaces
+        the engine's own for this run."""
+        policy = policy or self.policy
+        if policy is None:
+            raise ValueError("no policy: build the engine with one or pass run(policy=...)")
         started = time.perf_counter()
         self._seed = self.config.sampling.seed if seed is None else seed
         timings = RolloutTimings()
@@ -115,25 +129,16 @@ class RolloutEngine:
         ]
         traces = [self._new_trace(e) for e in episodes]
         while True:
-            active = [i for i, e in enumerate(episodes) if not e.done]
-            active = [i for i in active if self._has_room(episodes[i], traces[i])]
-            if not active:
+            self._stop_full_contexts(episodes, traces)
+            turn = [(e, trace) for e, trace in zip(episodes, traces, strict=True) if not e.done]
+            if not turn:
                 break
             timings.turns += 1
-            prefix_ids = self._insert_prefix([traces[i] for i in active])
             t0 = time.perf_counter()
-            generations = self.policy.generate(
-                [self._request(episodes[i], traces[i]) for i in active],
-                self._turn_sampling(timings.turns),
-            )
+            generations = self._generate(policy, turn, timings.turns)
             t1 = time.perf_counter()
             timings.generation += t1 - t0
-            self._apply(
-                [episodes[i] for i in active],
-                [traces[i] for i in active],
-                generations,
-                prefixed=prefix_ids is not None,
-            )
+            self._step(turn, generations)
             timings.environment += time.perf_counter() - t1
         trajectories = []
         for episode, trace in zip(episodes, traces, strict=True):
@@ -149,22 +154,31 @@ class RolloutEngine:
             return None
         return TokenTrace(prompt_ids=self.chat.prompt_ids(episode.messages))
 
-    def _insert_prefix(self, traces: Sequence[TokenTrace | None]) -> list[int] | None:
-        """Append the assistant prefix to each trace (as inserted ids); None when unused."""
-        if not self.config.assistant_prefix or self.chat is None:
-            return None
-        ids = self.chat.text_ids(self.config.assistant_prefix)
-        for trace in traces:
-            if trace is not None:
-                trace.add_inserted(ids)
-        return ids
+    def _stop_full_contexts(
+        self, episodes: Sequence[Episode], traces: Sequence[TokenTrace | None]
+    ) -> None:
+        """Stop (token_budget) every running episode whose context cannot fit one more token."""
+        for episode, trace in zip(episodes, traces, strict=True):
+            if not episode.done and trace is not None:
+                if trace.length >= self.config.max_context_tokens:
+                    self.env.stop(episode, StopReason.TOKEN_BUDGET)
 
-    def _has_room(self, episode: Episode, trace: TokenTrace | None) -> bool:
-        """Stop an episode whose context cannot fit one more token."""
-        if trace is not None and trace.length >= self.config.max_context_tokens:
-            self.env.stop(episode, StopReason.TOKEN_BUDGET)
-            return False
-        return True
+    def _generate(
+        self, policy: Policy, turn: Sequence[Running], turn_number: int
+    ) -> list[Generation]:
+        """One generation call for every running episode, after the assistant prefix."""
+        if self.config.assistant_prefix and self.chat is not None:
+            prefix_ids = self.chat.text_ids(self.config.assistant_prefix)
+            for _, trace in turn:
+                if trace is not None:
+                    trace.add_inserted(prefix_ids)
+        requests = [self._request(episode, trace) for episode, trace in turn]
+        generations = policy.generate(requests, self._turn_sampling(turn_number))
+        if len(generations) != len(requests):
+            raise RuntimeError(
+                f"policy returned {len(generations)} generations for {len(requests)} requests"
+            )
+        return list(generations)
 
     def _request(self, episode: Episode, trace: TokenTrace | None) -> GenerationRequest:
         budget = self.config.sampling.max_new_tokens
@@ -182,19 +196,14 @@ class RolloutEngine:
         base = self.config.sampling
         return SamplingConfig(base.temperature, base.top_p, base.max_new_tokens, self._seed + turn)
 
-    def _apply(
-        self,
-        episodes: Sequence[Episode],
-        traces: Sequence[TokenTrace | None],
-        generations: Sequence[Generation],
-        prefixed: bool = False,
-    ) -> None:
-        if len(generations) != len(episodes):
-            raise RuntimeError(
-                f"policy returned {len(generations)} generations for {len(episodes)} requests"
-            )
-        stepping = []
-        for episode, trace, generation in zip(episodes, traces, generations, strict=True):
+    def _step(self, turn: Sequence[Running], generations: Sequence[Generation]) -> None:
+        """Record each generation, step the environment once, append each observation.
+
+        A generation error stops its episode (generation_error) before the step; the others
+        are stepped together, and an episode the step did not end gets its observation's ids.
+        """
+        stepping: list[tuple[Episode, TokenTrace | None, Generation]] = []
+        for (episode, trace), generation in zip(turn, generations, strict=True):
             episode.extra.update(generation.extra.get(EPISODE_EXTRA, {}))
             if generation.error is not None:
                 episode.extra["generation_error"] = generation.error  # what the backend said
@@ -205,16 +214,14 @@ class RolloutEngine:
             stepping.append((episode, trace, generation))
         if not stepping:
             return
-        prefix = self.config.assistant_prefix if prefixed else ""
-        self.env.step([e for e, _, _ in stepping], [prefix + g.text for _, _, g in stepping])
-        for episode, trace, generation in stepping:
-            if trace is None or episode.done:
-                continue
-            assert self.chat is not None
-            if not _ended_turn(generation, self.chat.end_of_turn_id):
-                # The model ran out of tokens mid-turn: close its turn for it (mask 0).
-                trace.add_inserted([self.chat.end_of_turn_id])
-            trace.add_inserted(self.chat.tool_turn_ids(episode.messages[-1]["content"]))
+        prefix = self.config.assistant_prefix if self.chat is not None else ""
+        observations = self.env.step(
+            [episode for episode, _, _ in stepping],
+            [prefix + generation.text for _, _, generation in stepping],
+        )
+        for (_, trace, generation), observation in zip(stepping, observations, strict=True):
+            if trace is not None and observation is not None:
+                self._record_observation(trace, generation, observation)
 
     def _record_generation(self, trace: TokenTrace, generation: Generation) -> None:
         assert self.chat is not None
@@ -224,6 +231,15 @@ class RolloutEngine:
         # Chat-level policy: its text stands for what it generated, end of turn included.
         ids = self.chat.text_ids(generation.text) + [self.chat.end_of_turn_id]
         trace.add_generated(ids, None)
+
+    def _record_observation(
+        self, trace: TokenTrace, generation: Generation, observation: str
+    ) -> None:
+        """Append the tool turn (mask 0), closing the model's turn first if it ran out of tokens."""
+        assert self.chat is not None
+        if not _ended_turn(generation, self.chat.end_of_turn_id):
+            trace.add_inserted([self.chat.end_of_turn_id])
+        trace.add_inserted(self.chat.tool_turn_ids(observation))
 
 
 def _ended_turn(generation: Generation, end_of_turn_id: int) -> bool:

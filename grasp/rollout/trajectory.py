@@ -3,6 +3,10 @@
 ``trajectories.jsonl`` holds one ``Trajectory.to_json()`` per line: the question and its
 gold, each turn's text, parsed call (or error) and observation, the stop reason, the
 retrieval evidence, the reward breakdown and, optionally, the token ids and mask.
+
+In memory the fields are typed (``TurnRecord``, ``StopReason``, ``RewardBreakdown``); only
+``to_json`` flattens them (the reward to its ``area/name`` keys), and ``from_json`` reads
+them back, so that the file format stays what it has always been.
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.env.environment import Episode
+from grasp.env.episode import Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
-from grasp.types import EpisodeEvidence
+from grasp.types import EpisodeEvidence, StopReason
 
 
 @dataclass
@@ -32,8 +36,8 @@ class Trajectory:
     question: str
     gold_answers: list[str]
     gold_paragraph_ids: list[int]
-    turns: list[dict[str, Any]]
-    stop_reason: str
+    turns: list[TurnRecord]
+    stop_reason: StopReason
     answer: str | None
     turns_used: int
     turn_budget: int
@@ -42,8 +46,8 @@ class Trajectory:
     read_paragraph_ids: list[int]
     tool_calls: dict[str, int]
     errors: dict[str, int]
-    reward: dict[str, float]
-    """RewardBreakdown.as_dict(): reward/R_A ... reward/total, answer/em, answer/f1."""
+    reward: RewardBreakdown
+    """Written as ``RewardBreakdown.as_dict()``: reward/R_A ... reward/total, answer/em|f1."""
     generated_tokens: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -55,6 +59,8 @@ class Trajectory:
     def from_episode(
         cls, episode: Episode, reward: RewardBreakdown, trace: TokenTrace | None
     ) -> Trajectory:
+        if episode.stop_reason is None:
+            raise ValueError(f"episode {episode.episode_id} has not stopped")
         return cls(
             episode_id=episode.episode_id,
             question_id=episode.question.question_id,
@@ -64,8 +70,8 @@ class Trajectory:
             question=episode.question.question,
             gold_answers=list(episode.question.answers),
             gold_paragraph_ids=sorted(episode.gold_paragraph_ids),
-            turns=[asdict(turn) for turn in episode.turns],
-            stop_reason=str(episode.stop_reason),
+            turns=list(episode.turns),
+            stop_reason=episode.stop_reason,
             answer=episode.answer,
             turns_used=episode.turns_used,
             turn_budget=episode.turn_budget,
@@ -74,7 +80,7 @@ class Trajectory:
             read_paragraph_ids=sorted(episode.read_paragraph_ids),
             tool_calls=dict(episode.tool_calls),
             errors=dict(episode.errors),
-            reward=reward.as_dict(),
+            reward=reward,
             generated_tokens=sum(trace.env_mask) if trace else 0,
             prompt_tokens=len(trace.prompt_ids) if trace else 0,
             completion_tokens=len(trace.completion_ids) if trace else 0,
@@ -84,16 +90,15 @@ class Trajectory:
 
     def evidence(self) -> EpisodeEvidence:
         """The reward's inputs, rebuilt from what the trajectory recorded."""
-        return EpisodeEvidence(
+        return episode_evidence(
             answer=self.answer,
-            gold_answers=tuple(self.gold_answers),
-            gold_paragraph_ids=frozenset(self.gold_paragraph_ids),
-            semantic_paragraph_ids=frozenset(self.semantic_paragraph_ids),
-            keyword_paragraph_ids=frozenset(self.keyword_paragraph_ids),
-            read_paragraph_ids=frozenset(self.read_paragraph_ids),
-            turns_used=self.turns_used,
+            gold_answers=self.gold_answers,
+            gold_paragraph_ids=self.gold_paragraph_ids,
+            semantic_paragraph_ids=self.semantic_paragraph_ids,
+            keyword_paragraph_ids=self.keyword_paragraph_ids,
+            read_paragraph_ids=self.read_paragraph_ids,
+            turns=self.turns,
             turn_budget=self.turn_budget,
-            invalid_turns=sum(1 for turn in self.turns if turn["error"]),
         )
 
     @property
@@ -106,7 +111,10 @@ class Trajectory:
         )
 
     def to_json(self, include_tokens: bool = False) -> dict[str, Any]:
+        """The JSON object of one ``trajectories.jsonl`` line (keys in field order)."""
         data = asdict(self)
+        data["stop_reason"] = str(self.stop_reason)
+        data["reward"] = self.reward.as_dict()
         data.pop("tokens")
         if include_tokens and self.tokens is not None:
             data["tokens"] = asdict(self.tokens)
@@ -114,8 +122,16 @@ class Trajectory:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trajectory:
+        """One ``trajectories.jsonl`` record; TypeError when it is not one (as the dataclass
+        constructor raises for a missing field), so that readers can name the bad line."""
         data = dict(data)
         tokens = data.pop("tokens", None)
+        try:
+            data["turns"] = [TurnRecord(**turn) for turn in data["turns"]]
+            data["stop_reason"] = StopReason(data["stop_reason"])
+            data["reward"] = RewardBreakdown.from_dict(data["reward"])
+        except (KeyError, ValueError, AttributeError) as error:
+            raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
 
 

@@ -12,26 +12,32 @@ from transformers import TrainerCallback
 
 from grasp.eval.jsonl import end_last_line
 from grasp.train.metrics_log import METRICS_FILE, drop_records_after, read_metrics
-from grasp.train.rollout_adapter import RolloutStats
+from grasp.train.rollout_adapter import LOG_FUNCTION, REWARD_TERMS, ROLLOUT_SECONDS_KEY
 
 __all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
+
+LEFT_OUT = frozenset(
+    [f"rewards/{name}/mean" for name in REWARD_TERMS]
+    + [f"rewards/{LOG_FUNCTION}/{stat}" for stat in ("mean", "std")]
+)
+"""TRL's keys that metrics.jsonl leaves out: each term's mean is there as ``reward/R_A``...
+(the rollout's own, the key plots and reports read), and the logging function pays nothing."""
 
 
 class MetricsFileCallback(TrainerCallback):
     """Appends every logged dict to ``metrics.jsonl`` with the step and the time split.
 
-    TRL logs the loss, KL, each reward term (``rewards/R_A/mean``...) and the rollout
-    statistics our reward function reports (``reward/R_A``, ``tools/...``, ``stop/...``).
-    This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout).
+    TRL logs the loss, KL, each reward term's std (``rewards/R_A/std``...) and the rollout
+    statistics ``log_rollout`` reports (``reward/R_A``, ``tools/...``, ``stop/...``,
+    ``time/rollout_s``); TRL's copies of the terms' means (``rewards/R_A/mean``) are left out
+    (``LEFT_OUT``). This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout).
     """
 
-    def __init__(self, run_dir: Path, stats: RolloutStats) -> None:
+    def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / METRICS_FILE
         self._opened = False
-        self.stats = stats
         self._step_started = 0.0
         self._last_step_s = 0.0
-        self._last_rollout_s = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         """A resumed run starts at its checkpoint's step: the records of later steps (played
@@ -45,16 +51,19 @@ class MetricsFileCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._last_step_s = time.perf_counter() - self._step_started
-        self._last_rollout_s = self.stats.rollout_seconds
 
     def on_log(self, args, state, control, logs: dict[str, Any] | None = None, **kwargs):
         if not logs or not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, **logs}
+        record = {"step": state.global_step}
+        record.update((k, v) for k, v in logs.items() if k not in LEFT_OUT)
         if self._last_step_s:
+            # A step that reused an earlier generation (TRL's steps_per_generation) rolled out
+            # nothing: all of it was the update.
+            rollout_s = float(logs.get(ROLLOUT_SECONDS_KEY) or 0.0)
             record["time/step_s"] = self._last_step_s
-            record["time/rollout_s"] = self._last_rollout_s
-            record["time/update_s"] = max(self._last_step_s - self._last_rollout_s, 0.0)
+            record[ROLLOUT_SECONDS_KEY] = rollout_s
+            record["time/update_s"] = max(self._last_step_s - rollout_s, 0.0)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self._opened:
             # A run killed mid-write left a torn last line: end it, so that the next record

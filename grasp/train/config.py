@@ -15,7 +15,7 @@ from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
 from grasp.train.dynamic_sampling import DynamicSamplingSettings
 from grasp.train.warm_start import WarmStartSettings
-from grasp.types import check_choice, check_range
+from grasp.types import DatasetName, StrEnum, check_choice, check_range, parse_enum
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 """The loss variants of TRL 1.16's ``GRPOConfig.loss_type``."""
@@ -33,6 +33,35 @@ LR_SCHEDULERS = (
 """transformers ``SchedulerType`` values that work with the arguments we pass: not
 reduce_lr_on_plateau and greedy (they need an eval strategy), cosine_with_min_lr,
 cosine_warmup_with_min_lr (min_lr) or warmup_stable_decay (num_decay_steps)."""
+
+
+class TrainSource(StrEnum):
+    """Where the training questions come from."""
+
+    SMOKE_SPLIT = "smoke_split"
+    """Disjoint halves of the bundled dev set, one index over both (NOT the paper's protocol)."""
+    BUNDLED = "bundled"
+    """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
+    HUB = "hub"
+    """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
+
+
+class WandbMode(StrEnum):
+    """Whether a run also logs to Weights & Biases (metrics.jsonl is always written)."""
+
+    DISABLED = "disabled"
+    OFFLINE = "offline"
+    """Written under the run directory, synced later (``wandb sync``)."""
+    ONLINE = "online"
+
+
+class VllmMode(StrEnum):
+    """Where vLLM generates the rollouts (TRL's ``GRPOConfig.vllm_mode``)."""
+
+    COLOCATE = "colocate"
+    """vLLM inside the trainer process, sharing its GPU."""
+    SERVER = "server"
+    """A separate ``trl vllm-serve`` process on other GPUs."""
 
 
 @dataclass
@@ -106,7 +135,8 @@ class GRPOSettings:
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU) instead of transformers."""
     vllm_mode: str = "colocate"
-    """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs)."""
+    """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs);
+    a ``VllmMode``."""
     vllm_server_base_url: str | None = None
     """server mode: URL of the trl vllm-serve process."""
     vllm_importance_sampling_mode: str = "token_truncate"
@@ -128,6 +158,7 @@ class GRPOSettings:
         check_choice("grpo.loss_type", self.loss_type, LOSS_TYPES)
         check_choice("grpo.scale_rewards", self.scale_rewards, SCALE_REWARDS)
         check_choice("grpo.lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
+        self.vllm_mode = parse_enum(VllmMode, self.vllm_mode, "grpo.vllm_mode")
 
 
 @dataclass
@@ -137,7 +168,7 @@ class TrainConfig:
     experiment: str = "cpu_smoke"
     """Name of the experiment (set by each configs/experiment file)."""
     dataset: str = "hotpotqa"
-    """Dataset of the questions and of the pooled index."""
+    """Dataset of the questions and of the pooled index (a ``DatasetName``)."""
     train_source: str = "smoke_split"
     """smoke_split (bundled dev split into disjoint train/eval halves: NOT the paper protocol),
     bundled (data/<dataset>/train.jsonl, offline) or hub (the dataset's train split from the
@@ -184,13 +215,17 @@ class TrainConfig:
     run_dir: str = "runs/${experiment}"
     """Folder of the run; rerunning with the same folder resumes from its last checkpoint."""
     wandb: str = "disabled"
-    """disabled, offline or online (metrics.jsonl is always written)."""
+    """disabled, offline or online (a ``WandbMode``; metrics.jsonl is always written)."""
     threads: int = 0
     """CPU threads for torch (the encoder's too) and FAISS; 0: every core this process may
     run on (os.sched_getaffinity). Set once at start (grasp/threads.py); on a shared machine,
     the cores this process can have to itself."""
 
     def __post_init__(self) -> None:
+        # The closed sets are parsed here, once: the code past the config sees enums.
+        self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
+        self.train_source = parse_enum(TrainSource, self.train_source, "train_source")
+        self.wandb = parse_enum(WandbMode, self.wandb, "wandb")
         # save_every has no "never" (a run resumes from its checkpoints); 0 reached TRL's
         # save_steps. eval_questions=0 failed only after the index build.
         check_range("save_every", self.save_every, low=1)

@@ -8,7 +8,11 @@ that generated nothing (its first turn failed) reaches TRL with one masked id
 (``trained_trace``): the failed batch trains nothing that step, and the run goes on.
 
 The reward reaches TRL as five reward functions, one per term, weighted [1, alpha, beta,
-gamma, delta]: TRL's weighted sum is exactly ``compute_reward(...).total``, and TRL logs each term.
+gamma, delta] (``reward_weights``): TRL's weighted sum is exactly ``compute_reward(...).total``.
+What the rollout did (``RolloutReport``: answer metrics, tool calls, stop reasons, reward terms,
+seconds) travels to TRL in the rollout's output, beside the trajectories' rewards, and one
+zero-weight function, ``log_rollout``, logs it through TRL's ``log_metric`` (averaged over the
+processes like TRL's own metrics); the reward functions only compute rewards.
 """
 
 from __future__ import annotations
@@ -20,28 +24,32 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from grasp.eval.summary import count_events
+from grasp.reward import RewardBreakdown, RewardConfig
 from grasp.rollout.chat import TokenTrace
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.dynamic_sampling import DynamicSamplingSettings, replacement_ids, select_groups
-from grasp.types import Question
+from grasp.types import Question, StopReason, ToolName
 
 QUESTION_ID_KEY = "question_id"
 """Key of the user message (in the training dataset's prompts) that names the question."""
 
+REPORT_KEY = "grasp_rollout"
+"""Key of the ``RolloutReport`` in the rollout's output (TRL hands it to ``log_rollout``)."""
+
+ROLLOUT_SECONDS_KEY = "time/rollout_s"
+"""Wall-clock seconds of one rollout call (resampling included), as logged."""
+
 
 @dataclass
-class RolloutStats:
-    """What the last rollout did, drained into the trainer's metrics by a reward function."""
+class RolloutReport:
+    """What one call of the rollout did: the trajectories it returned and their statistics."""
 
-    pending: dict[str, float] = field(default_factory=dict)
-    trajectories: list[Trajectory] = field(default_factory=list)
-    rollout_seconds: float = 0.0
-
-    def drain(self) -> dict[str, float]:
-        pending, self.pending = self.pending, {}
-        return pending
+    trajectories: list[Trajectory]
+    """The B x G trajectories TRL trains on, in TRL's order (after dynamic sampling)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """``rollout_metrics``, the sampling metrics and the rollout's seconds, keyed area/name."""
 
 
 def prompt_messages(question: Question, env_messages: list[dict]) -> list[dict]:
@@ -59,7 +67,6 @@ class GraspRollout:
         engine: RolloutEngine,
         questions: Mapping[str, Question],
         policy_for: Callable[[Any], Policy],
-        stats: RolloutStats,
         return_logprobs: bool = False,
         dynamic_sampling: DynamicSamplingSettings | None = None,
     ) -> None:
@@ -70,7 +77,7 @@ class GraspRollout:
         self.engine = engine
         self.questions = questions
         self.policy_for = policy_for
-        self.stats = stats
+        """The policy of a call, from the trainer: its current weights (or its vLLM engine)."""
         self.return_logprobs = return_logprobs
         self.dynamic_sampling = dynamic_sampling or DynamicSamplingSettings()
 
@@ -83,24 +90,28 @@ class GraspRollout:
         for start, head in zip(range(0, len(ids), group), heads, strict=True):
             if any(i != head for i in ids[start : start + group]):
                 raise ValueError("each group of G prompts must be one question repeated")
-        self.engine.policy = self.policy_for(trainer)
+        policy = self.policy_for(trainer)
         started = time.perf_counter()
         batch = self.engine.run(
-            [self.questions[i] for i in heads], group_size=group, seed=self._step_seed(trainer, 0)
+            [self.questions[i] for i in heads],
+            group_size=group,
+            seed=self._step_seed(trainer, 0),
+            policy=policy,
         )
         generation, environment = batch.timings.generation, batch.timings.environment
         trajectories = batch.trajectories
         sampling: dict[str, float] = {}
         if self.dynamic_sampling.enabled and trainer.model.training:
-            trajectories, sampling, extra = self._resample(trajectories, group, heads, trainer)
+            trajectories, sampling, extra = self._resample(
+                trajectories, group, heads, trainer, policy
+            )
             generation += extra[0]
             environment += extra[1]
-        self.stats.rollout_seconds = time.perf_counter() - started
-        self.stats.trajectories = trajectories
-        self.stats.pending = rollout_metrics(trajectories, group)
-        self.stats.pending.update(sampling)
-        self.stats.pending["time/rollout_generation_s"] = generation
-        self.stats.pending["time/rollout_environment_s"] = environment
+        metrics = rollout_metrics(trajectories, group)
+        metrics.update(sampling)
+        metrics["time/rollout_generation_s"] = generation
+        metrics["time/rollout_environment_s"] = environment
+        metrics[ROLLOUT_SECONDS_KEY] = time.perf_counter() - started
         assert self.engine.chat is not None
         traces = [trained_trace(t.tokens, self.engine.chat.end_of_turn_id) for t in trajectories]
         logprobs = None
@@ -114,10 +125,17 @@ class GraspRollout:
             "grasp_reward": [t.reward for t in trajectories],
             "group_id": [t.group_id for t in trajectories],
             "episode_id": [t.episode_id for t in trajectories],
+            # Not a list: TRL hands the same report to every sample's reward kwargs.
+            REPORT_KEY: RolloutReport(trajectories, metrics),
         }
 
     def _resample(
-        self, trajectories: list[Trajectory], group: int, heads: list[str], trainer: Any
+        self,
+        trajectories: list[Trajectory],
+        group: int,
+        heads: list[str],
+        trainer: Any,
+        policy: Policy,
     ) -> tuple[list[Trajectory], dict[str, float], tuple[float, float]]:
         """Replace zero-spread groups with groups of fresh questions (grasp/train/dynamic_sampling.py).
 
@@ -130,7 +148,7 @@ class GraspRollout:
         rounds = 0
         step = trainer.state.global_step
         for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
-            totals = [[t.reward["reward/total"] for t in g] for g in groups]
+            totals = [[t.reward.total for t in g] for g in groups]
             missing = needed - select_groups(totals, needed).with_spread
             if missing == 0:
                 rounds -= 1
@@ -146,12 +164,13 @@ class GraspRollout:
                 [self.questions[i] for i in ids],
                 group_size=group,
                 seed=self._step_seed(trainer, rounds),
+                policy=policy,
             )
             extra_generation += batch.timings.generation
             extra_environment += batch.timings.environment
             fresh = batch.trajectories
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
-        totals = [[t.reward["reward/total"] for t in g] for g in groups]
+        totals = [[t.reward.total for t in g] for g in groups]
         selection = select_groups(totals, needed)
         kept = [
             replace(t, group_id=number)
@@ -203,12 +222,12 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
     n = len(trajectories)
     counts = count_events(trajectories)
     turns = counts.turns
-    totals = [t.reward["reward/total"] for t in trajectories]
+    totals = [t.reward.total for t in trajectories]
     groups = [totals[i : i + group] for i in range(0, n, group)]
     flat = sum(1 for g in groups if max(g) - min(g) < 1e-9)
     metrics = {
-        "answer/em": statistics.fmean(t.reward["answer/em"] for t in trajectories),
-        "answer/f1": statistics.fmean(t.reward["answer/f1"] for t in trajectories),
+        "answer/em": statistics.fmean(t.reward.em for t in trajectories),
+        "answer/f1": statistics.fmean(t.reward.f1 for t in trajectories),
         "episode/turns": turns / n,
         "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
@@ -216,33 +235,55 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "tools/invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
-    for key in trajectories[0].reward:
+    rewards = [t.reward.as_dict() for t in trajectories]  # logging is where keys are made
+    for key in rewards[0]:
         if key.startswith("reward/"):
-            metrics[key] = statistics.fmean(t.reward[key] for t in trajectories)
-    for name in ("semantic_search", "keyword_search", "read_paragraph", "search", "answer"):
-        metrics[f"tools/{name}_per_episode"] = counts.tool_calls[name] / n
-    for reason in ("answered", "turn_budget", "token_budget", "no_tool_call", "generation_error"):
-        metrics[f"stop/{reason}"] = counts.stops[reason] / n
+            metrics[key] = statistics.fmean(r[key] for r in rewards)
+    for tool in ToolName:
+        metrics[f"tools/{tool.value}_per_episode"] = counts.tool_calls[tool] / n
+    for reason in StopReason:
+        metrics[f"stop/{reason.value}"] = counts.stops[reason] / n
     return metrics
 
 
-def reward_functions(stats: RolloutStats) -> list[Callable[..., list[float]]]:
-    """One TRL reward function per term; the first also logs the rollout's statistics."""
+REWARD_TERMS = ("R_A", "R_R", "R_S", "R_E", "R_F")
+"""The reward functions' names, in the order of ``reward_weights``."""
 
-    def term(key: str, name: str, log_stats: bool) -> Callable[..., list[float]]:
-        def reward(prompts, completions, grasp_reward, log_metric=None, **kwargs) -> list[float]:
-            if log_stats and log_metric is not None:
-                for metric, value in stats.drain().items():
-                    log_metric(metric, value)
-            return [float(r[key]) for r in grasp_reward]
+LOG_FUNCTION = "rollout_log"
+"""Name of the zero-weight function that logs the rollout's statistics (``log_rollout``)."""
+
+
+def reward_weights(config: RewardConfig) -> list[float]:
+    """TRL's weight of each function of ``reward_functions``: [1, alpha, beta, gamma, delta]
+    for the terms, 0 for ``log_rollout``."""
+    return [1.0, config.alpha, config.beta, config.gamma, config.delta, 0.0]
+
+
+def reward_functions() -> list[Callable[..., list[float | None]]]:
+    """One TRL reward function per term, then ``log_rollout`` (weight 0)."""
+
+    def term(name: str) -> Callable[..., list[float | None]]:
+        key = f"reward/{name}"
+
+        def reward(
+            prompts, completions, grasp_reward: list[RewardBreakdown], **kwargs
+        ) -> list[float | None]:
+            return [float(r.as_dict()[key]) for r in grasp_reward]
 
         reward.__name__ = name
         return reward
 
-    return [
-        term("reward/R_A", "R_A", True),
-        term("reward/R_R", "R_R", False),
-        term("reward/R_S", "R_S", False),
-        term("reward/R_E", "R_E", False),
-        term("reward/R_F", "R_F", False),
-    ]
+    return [*(term(name) for name in REWARD_TERMS), log_rollout]
+
+
+def log_rollout(prompts, completions, log_metric=None, **kwargs) -> list[float | None]:
+    """Log the rollout's statistics (``RolloutReport.metrics``) through TRL's ``log_metric``;
+    pays nothing (None for every sample: TRL leaves it out of the rewards' sum)."""
+    reports = kwargs.get(REPORT_KEY)
+    if reports and log_metric is not None:
+        for metric, value in reports[0].metrics.items():
+            log_metric(metric, value)
+    return [None] * len(prompts)
+
+
+log_rollout.__name__ = LOG_FUNCTION

@@ -80,7 +80,7 @@ class StepProfiler:
         """Wrap the step's calls on ``trainer`` (a GRPOTrainer built by make_grpo_trainer)."""
         from transformers import TrainerCallback
 
-        engine = trainer.grasp_rollout.engine
+        engine = trainer.rollout_func.engine  # the GraspRollout's
         engine.run = self._timed_rollout(engine.run)
         trainer._get_per_token_logps_and_entropies = self._timed_logprobs(
             trainer._get_per_token_logps_and_entropies

@@ -2,7 +2,7 @@
 
 The flow of one run (``run_training``):
 validate the config -> questions (train / eval) -> pooled index -> environment -> policy
-model -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout, reward = 4 terms) ->
+model -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout, reward = 5 terms) ->
 train (resuming from the run's last checkpoint if any) -> evaluation after -> results.json
 and curves.png in the run directory.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
@@ -40,30 +39,19 @@ from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import GRPOSettings, TrainConfig
+from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, run_process
 from grasp.train.rollout_adapter import (
     GraspRollout,
-    RolloutStats,
     prompt_messages,
     reward_functions,
+    reward_weights,
 )
-from grasp.train.warm_start import warm_start
-from grasp.types import DatasetName, Question, StrEnum
+from grasp.train.warm_start import WarmStartContext, warm_start
+from grasp.types import Question
 
 log = logging.getLogger(__name__)
-
-
-class TrainSource(StrEnum):
-    """Where the training questions come from."""
-
-    SMOKE_SPLIT = "smoke_split"
-    """Disjoint halves of the bundled dev set, one index over both (NOT the paper's protocol)."""
-    BUNDLED = "bundled"
-    """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
-    HUB = "hub"
-    """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
 
 
 @dataclass
@@ -79,14 +67,10 @@ class TrainingData:
     index, as the baselines search it); None: evaluation searches the training index."""
 
 
-def validate_config(config: TrainConfig) -> None:
-    """Fail before any work, naming the field, on settings that cannot work."""
+def validate_config(config: TrainConfig, world_size: int = 1) -> None:
+    """Fail before any work, naming the field, on settings that cannot work (``world_size``:
+    the training processes of the launch)."""
     config.env.validate()
-    if config.train_source not in set(TrainSource):
-        raise ValueError(
-            f"train_source={config.train_source!r} is not one of {[str(s) for s in TrainSource]}"
-        )
-    DatasetName(config.dataset)
     name = config.model.name
     if (
         not name.startswith(WHEEL_PREFIX)
@@ -117,16 +101,13 @@ def validate_config(config: TrainConfig) -> None:
         raise ValueError(
             f"grpo.vllm_importance_sampling_mode={grpo.vllm_importance_sampling_mode!r} is not one of {modes}"
         )
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if grpo.questions_per_step % world:
+    if grpo.questions_per_step % world_size:
         raise ValueError(
             f"grpo.questions_per_step={grpo.questions_per_step} must be a multiple of the "
-            f"{world} training processes: each process rolls out whole groups"
+            f"{world_size} training processes: each process rolls out whole groups"
         )
     if config.eval_max_batch_size < 1:
         raise ValueError(f"eval_max_batch_size={config.eval_max_batch_size} must be at least 1")
-    if config.wandb not in ("disabled", "offline", "online"):
-        raise ValueError(f"wandb={config.wandb!r} is not one of disabled, offline, online")
     if parameters_sharded_by_launcher():
         check_sharded_generation(config, "this accelerate launch (FSDP or DeepSpeed ZeRO-3)")
 
@@ -150,11 +131,11 @@ def check_sharded_generation(config: TrainConfig, launch: str) -> None:
 
 
 def load_training_data(config: TrainConfig) -> TrainingData:
-    dataset = DatasetName(config.dataset)
+    dataset = config.dataset
     dev = load_questions(
         dataset, DataSource.NORMALIZED, path=config.questions_path, split=config.eval_split
     )
-    source = TrainSource(config.train_source)
+    source = config.train_source
     if source is TrainSource.SMOKE_SPLIT:
         halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
         eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
@@ -193,7 +174,7 @@ def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
 def _default_index_dir(config: TrainConfig) -> Path:
     # The smoke split pools the bundled dev set: the same corpus, so the same index, as
     # evaluation and build_index use for that split.
-    name = config.eval_split if config.train_source == TrainSource.SMOKE_SPLIT else "train"
+    name = config.eval_split if config.train_source is TrainSource.SMOKE_SPLIT else "train"
     return default_index_dir(config.dataset, name)
 
 
@@ -224,9 +205,10 @@ class TrainingSetup:
     chat: ChatTokenizer
 
 
-def build_training(config: TrainConfig) -> TrainingSetup:
-    """Validate ``config``, then load the questions, the indexes and the policy model."""
-    validate_config(config)
+def build_training(config: TrainConfig, world_size: int = 1) -> TrainingSetup:
+    """Validate ``config`` (for ``world_size`` training processes), then load the questions,
+    the indexes and the policy model."""
+    validate_config(config, world_size)
     data = load_training_data(config)
     check_top_k(config.env, data.pooled)
     index_dir = Path(config.index_dir or _default_index_dir(config))
@@ -250,8 +232,8 @@ def run_training(
     ``PartialState`` by default) writes the run directory, the others waiting for it at each
     write (grasp/train/process.py). The others return what the main process wrote in
     results.json."""
-    validate_config(config)
     process = process or run_process(cpu=config.model.device == "cpu")
+    validate_config(config, process.num_processes)
     main = process.is_main_process
     run_dir = Path(config.run_dir)
     _check_same_run(run_dir / "config.json", resolved)  # every process checks, then one writes
@@ -259,38 +241,31 @@ def run_training(
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
-    setup = build_training(config)
-    data, env, loaded, chat = setup.data, setup.env, setup.loaded, setup.chat
-    # What an evaluation folder must match to resume: the run's settings, less those a resumed
-    # run may change (training longer must not invalidate the evaluation before training).
-    eval_fingerprint = _without(resolved, RESUMABLE_CHANGES)
-
-    def evaluate(model: Any, name: str) -> DatasetEvaluation:
-        return evaluate_model(config, setup, model, run_dir / name, eval_fingerprint)
-
+    setup = build_training(config, process.num_processes)
+    fingerprint = evaluation_fingerprint(resolved)
     warm = None
     base_model = config.model
     if config.warm_start.enabled:
-        loaded, warm = warm_start(
-            config.warm_start,
-            config.model,
-            config.grpo.bf16,
-            _lora_config(config),
-            data.train,
-            env,
-            loaded,
-            chat,
-            config.rollout,
-            run_dir / "warm_start",
-            process,
+        warm = warm_start(
+            config.warm_start, warm_start_context(config, setup), setup.loaded, process
         )
-        setup = replace(setup, loaded=loaded)
+        # GRPO, both evaluations and the final model start from the warm-started policy.
+        setup = replace(setup, loaded=warm.loaded)
         base_model = replace(config.model, name=str(warm.model_dir))
     before_file = run_dir / "eval_before" / "results.json"
     if main and config.eval_before and not before_file.exists():
-        evaluate(loaded.model, "eval_before")
+        evaluate_model(config, setup, setup.loaded.model, run_dir / "eval_before", fingerprint)
     process.wait_for_everyone()
-    trainer = make_grpo_trainer(config, data, env, loaded, chat, run_dir, eval_env=setup.eval_env)
+    trainer = make_grpo_trainer(
+        config,
+        setup.data,
+        setup.env,
+        setup.loaded,
+        setup.chat,
+        run_dir,
+        eval_env=setup.eval_env,
+        world_size=process.num_processes,
+    )
     final = run_dir / "final"
     _train_or_reload(config, trainer, final)
     step = trainer.state.global_step
@@ -300,26 +275,42 @@ def run_training(
         results_file = run_dir / "results.json"
         return json.loads(results_file.read_text()) if results_file.exists() else {}
     _set_aside_stale_eval(run_dir / "eval_after", step)
-    after = evaluate(_after_model(trainer, final, base_model), "eval_after")
+    trained = _after_model(trainer, final, base_model)
+    after = evaluate_model(config, setup, trained, run_dir / "eval_after", fingerprint)
     (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
     before = (
         DatasetEvaluation.from_json(json.loads(before_file.read_text()))
         if before_file.exists()
         else None
     )
-    results = _results(config, data, before, after, step)
+    results = _results(config, setup.data, before, after, step)
     if warm is not None:
-        results["warm_start"] = {
-            "model": str(warm.model_dir),
-            "episodes_played": warm.played,
-            "episodes_kept": warm.kept,
-            "sft_loss": warm.train_loss,
-            "note": "eval 'before' is the warm-started policy, the start of GRPO",
-        }
+        results["warm_start"] = warm.summary()
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
     process.wait_for_everyone()
     return results
+
+
+def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartContext:
+    """What the warm start of this run plays and fine-tunes with (grasp/train/warm_start.py)."""
+    return WarmStartContext(
+        env=setup.env,
+        chat=setup.chat,
+        questions=setup.data.train,
+        rollout=config.rollout,
+        model=config.model,
+        bf16=config.grpo.bf16,
+        lora=_lora_config(config),
+        out_dir=Path(config.run_dir) / "warm_start",
+    )
+
+
+def evaluation_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What an evaluation folder of a run must match to resume (its config.json): the run's
+    resolved settings, less those a resumed run may change (``RESUMABLE_CHANGES``: training
+    longer must not invalidate the evaluation before training)."""
+    return _without(resolved, RESUMABLE_CHANGES)
 
 
 def _train_or_reload(config: TrainConfig, trainer: Any, final: Path) -> None:
@@ -376,11 +367,12 @@ def evaluate_model(
     fingerprint: dict[str, Any],
 ) -> DatasetEvaluation:
     """Evaluate ``model`` on the run's evaluation questions into ``out_dir``; its results.
+    ``fingerprint`` (``evaluation_fingerprint``) is what the folder must match to resume.
 
     Raises GenerationErrorsError (``grasp.eval.policy_eval``) when most episodes ended in a
     generation error (out of memory...): a broken backend must not read as a score near 0."""
     engine = evaluation_engine(config, setup, model)
-    return evaluate_policy(engine, setup.data.eval, out_dir, fingerprint).results
+    return evaluate_policy(engine, setup.data.eval, out_dir, fingerprint=fingerprint).results
 
 
 AFTER_STEP_FILE = "model_step.txt"
@@ -504,61 +496,53 @@ def make_grpo_trainer(
     run_dir: Path,
     policy_for: Callable[[Any], Policy] | None = None,
     eval_env: RetrievalEnvironment | None = None,
+    world_size: int = 1,
 ):
     """TRL's GRPOTrainer wired to our engine, reward terms and callbacks.
 
     ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
     model (transformers) or its vLLM engine. Tests pass a scripted policy. ``eval_env`` is
     where the trajectory samples of evaluation questions are played (their own index; default
-    ``env``, when the evaluation questions are in the training corpus).
+    ``env``, when the evaluation questions are in the training corpus). ``world_size``: the
+    training processes of the launch. The trainer's ``rollout_func`` is the ``GraspRollout``;
+    what each rollout did reaches its output under ``REPORT_KEY``.
     """
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    stats = RolloutStats()
-    engine = RolloutEngine(env, HFPolicy(loaded.model, loaded.tokenizer), config.rollout, chat=chat)
+    # No policy of its own: each rollout plays the trainer's current weights (``policy_for``).
+    engine = RolloutEngine(env, None, config.rollout, chat=chat)
     rows = [{"prompt": prompt_messages(q, env.reset(q).messages)} for q in data.train]
     policy_for = policy_for or _policy_factory(config, loaded.tokenizer)
     rollout = GraspRollout(
         engine,
         {q.question_id: q for q in data.train},
         policy_for,
-        stats,
         return_logprobs=config.grpo.use_vllm,
         dynamic_sampling=config.grpo.dynamic_sampling,
     )
+    trainer = GRPOTrainer(
+        model=loaded.model,
+        reward_funcs=reward_functions(),
+        args=_grpo_args(config, run_dir, world_size),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=loaded.tokenizer,
+        peft_config=_lora_config(config),
+        rollout_func=rollout,
+        callbacks=[MetricsFileCallback(run_dir)],
+    )
     size = min(config.trajectory_questions, len(data.eval))
     sample = random.Random(config.grpo.seed).sample(data.eval, size)
+    sample_engine = RolloutEngine(eval_env or env, None, config.rollout.greedy(), chat=chat)
 
     def save_sample(step: int) -> None:
-        policy = policy_for(trainer)
-        engine = RolloutEngine(eval_env or env, policy, config.rollout.greedy(), chat=chat)
-        batch = engine.run(sample)
+        batch = sample_engine.run(sample, policy=policy_for(trainer))
         weights = sample_weights_step(trainer, config.grpo.use_vllm)
         for trajectory in batch.trajectories:
             trajectory.extra[WEIGHTS_STEP_KEY] = weights
         write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if config.wandb != "disabled":
-        os.environ.setdefault("WANDB_MODE", config.wandb)
-        os.environ.setdefault("WANDB_DIR", str(run_dir))
-    trainer = GRPOTrainer(
-        model=loaded.model,
-        reward_funcs=reward_functions(stats),
-        args=_grpo_args(config, run_dir),
-        train_dataset=Dataset.from_list(rows),
-        processing_class=loaded.tokenizer,
-        peft_config=_lora_config(config),
-        rollout_func=rollout,
-        callbacks=[
-            MetricsFileCallback(run_dir, stats),
-            TrajectorySampleCallback(config.trajectories_every, save_sample),
-        ],
-    )
-    # Exposed for callers that read what the last rollout did (tests, notebooks).
-    trainer.grasp_rollout = rollout
-    trainer.grasp_stats = stats
+    trainer.add_callback(TrajectorySampleCallback(config.trajectories_every, save_sample))
     return trainer
 
 
@@ -590,7 +574,7 @@ def _policy_factory(config: TrainConfig, tokenizer: Any):
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 
         generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config
-        if config.grpo.vllm_mode == "colocate":
+        if config.grpo.vllm_mode is VllmMode.COLOCATE:
             return VLLMPolicy(trainer.vllm_generation.llm, generation_config=generation_config)
         # TRL builds its client (weight sync) on the main process only: every rank generates
         # through its own HTTP connection, after the weights of this step were pushed.
@@ -605,12 +589,11 @@ def _policy_factory(config: TrainConfig, tokenizer: Any):
     return policy_for
 
 
-def _grpo_args(config: TrainConfig, run_dir: Path):
+def _grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):
     from trl import GRPOConfig
 
     grpo = config.grpo
-    reward = config.rollout.reward
-    per_device = per_device_batch(grpo, int(os.environ.get("WORLD_SIZE", "1")))
+    per_device = per_device_batch(grpo, world_size)
     # transformers 5.x renamed gradient_checkpointing (a deprecated alias that warns even when
     # False) to activation_checkpointing; older releases know only the old name.
     names = {f.name for f in fields(GRPOConfig)}
@@ -637,12 +620,12 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
         epsilon_high=grpo.epsilon_high if grpo.epsilon_high is not None else grpo.epsilon,
         scale_rewards=grpo.scale_rewards,
         num_iterations=grpo.num_iterations,
-        reward_weights=[1.0, reward.alpha, reward.beta, reward.gamma, reward.delta],
+        reward_weights=reward_weights(config.rollout.reward),
         bf16=grpo.bf16,
         **{checkpointing: grpo.gradient_checkpointing},
         use_cpu=config.model.device == "cpu",
         use_vllm=grpo.use_vllm,
-        vllm_mode=grpo.vllm_mode,
+        vllm_mode=grpo.vllm_mode.value,
         vllm_server_base_url=grpo.vllm_server_base_url,
         vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
         vllm_importance_sampling_mode=grpo.vllm_importance_sampling_mode,
@@ -655,7 +638,7 @@ def _grpo_args(config: TrainConfig, run_dir: Path):
         save_strategy="steps",
         save_steps=config.save_every,
         save_total_limit=2,
-        report_to=[] if config.wandb == "disabled" else ["wandb"],
+        report_to=[] if config.wandb is WandbMode.DISABLED else ["wandb"],
         disable_dropout=True,
         log_completions=False,
         dataloader_num_workers=0,

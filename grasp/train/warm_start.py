@@ -72,47 +72,82 @@ class WarmStartSettings:
 
 
 @dataclass
+class WarmStartContext:
+    """What a warm start plays and fine-tunes with: the run's environment, data and model."""
+
+    env: RetrievalEnvironment
+    """The training environment the scripted episodes are played in."""
+    chat: ChatTokenizer
+    """Tokenizes the episodes exactly as the policy's rollouts are."""
+    questions: list[Question]
+    """The training questions the scripted policy's sample is drawn from."""
+    rollout: RolloutConfig
+    """The rollouts' settings (assistant prefix, context budget, reward)."""
+    model: ModelConfig
+    """The policy model's settings (the warm-started model is loaded with them)."""
+    bf16: bool
+    """bf16 mixed precision in the fine-tuning."""
+    lora: Any
+    """peft ``LoraConfig`` of the fine-tuning, or None for full fine-tuning."""
+    out_dir: Path
+    """The run's warm_start/ folder (written by the main process only)."""
+
+
+@dataclass
 class WarmStartResult:
+    """The warm-started policy and how it was made."""
+
+    loaded: LoadedModel
+    """The warm-started model (loaded from ``model_dir``) and its tokenizer."""
     model_dir: Path
     kept: int
+    """Scripted episodes kept for the fine-tuning (``min_recall``)."""
     played: int
+    """Scripted episodes played."""
     train_loss: float | None
+    """The fine-tuning's mean loss (None when the trainer reported none)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The warm start, as results.json records it."""
+        return {
+            "model": str(self.model_dir),
+            "episodes_played": self.played,
+            "episodes_kept": self.kept,
+            "sft_loss": self.train_loss,
+            "note": "eval 'before' is the warm-started policy, the start of GRPO",
+        }
 
 
 def warm_start(
     settings: WarmStartSettings,
-    model_config: ModelConfig,
-    bf16: bool,
-    lora_config: Any,
-    questions: list[Question],
-    env: RetrievalEnvironment,
+    context: WarmStartContext,
     loaded: LoadedModel,
-    chat: ChatTokenizer,
-    rollout: RolloutConfig,
-    out_dir: Path,
     process: RunProcess | None = None,
-) -> tuple[LoadedModel, WarmStartResult]:
+) -> WarmStartResult:
     """Fine-tune ``loaded`` on scripted episodes (or reload a finished warm start).
 
     Every process plays the episodes and fine-tunes (the SFT trainer is distributed over
-    them); only the main process writes ``out_dir``, and the others wait for it before
-    loading the warm-started model from there."""
+    them); only the main process writes ``context.out_dir``, and the others wait for it
+    before loading the warm-started model from there."""
     process = process or SingleProcess()
+    out_dir = context.out_dir
     marker = out_dir / DONE_MARKER
     model_dir = out_dir / MODEL_DIR
-    warm_config = replace(model_config, name=str(model_dir))
+    warm_config = replace(context.model, name=str(model_dir))
     if marker.exists():
         log.info("warm start: reusing %s", model_dir)
         done = json.loads(marker.read_text())
         if not (model_dir / "config.json").is_file() and process.is_main_process:
-            _rebuild_from_adapter(model_config, out_dir / ADAPTER_DIR, model_dir)
+            _rebuild_from_adapter(context.model, out_dir / ADAPTER_DIR, model_dir)
         process.wait_for_everyone()
-        result = WarmStartResult(model_dir, done["kept"], done["played"], done["train_loss"])
-        return load_policy_model(warm_config), result
+        warm = load_policy_model(warm_config)
+        return WarmStartResult(warm, model_dir, done["kept"], done["played"], done["train_loss"])
     main = process.is_main_process
     if main:
         out_dir.mkdir(parents=True, exist_ok=True)
-    episodes = scripted_episodes(settings, questions, env, chat, rollout)
+    episodes = scripted_episodes(
+        settings, context.questions, context.env, context.chat, context.rollout
+    )
     if main:
         write_trajectories(episodes, out_dir / "episodes.jsonl")
     kept = [t for t in episodes if _recall(t) >= settings.min_recall]
@@ -122,16 +157,15 @@ def warm_start(
             f"warm_start.min_recall={settings.min_recall}"
         )
     log.info("warm start: %d of %d scripted episodes kept", len(kept), len(episodes))
-    loss = _fine_tune(settings, lora_config, bf16, kept, loaded, out_dir, main)
+    loss = _fine_tune(settings, context.lora, context.bf16, kept, loaded, out_dir, main)
     if main:
         loaded.tokenizer.save_pretrained(model_dir)
         marker.write_text(
             json.dumps({"kept": len(kept), "played": len(episodes), "train_loss": loss}, indent=2)
         )
     process.wait_for_everyone()
-    return load_policy_model(warm_config), WarmStartResult(
-        model_dir, len(kept), len(episodes), loss
-    )
+    warm = load_policy_model(warm_config)
+    return WarmStartResult(warm, model_dir, len(kept), len(episodes), loss)
 
 
 def scripted_episodes(

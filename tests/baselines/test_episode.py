@@ -6,7 +6,7 @@ import pytest
 
 from grasp.baselines.episode import EpisodeView, Passage, note_line, parse_hits, unique
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
-from grasp.env.observations import format_hits
+from grasp.env.tools import format_hits
 from grasp.rollout.scripted import tool_call_text
 from grasp.types import Hit, Retriever, ToolName
 

@@ -12,8 +12,9 @@ from grasp.baselines import BaselineConfig, BaselinePolicy, make_baseline
 from grasp.baselines.backend import Backend
 from grasp.baselines.config import AdaptiveSettings
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.env.episode import TurnRecord
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
-from grasp.rollout.policy import Generation, Policy
+from grasp.rollout.policy import Generation, GenerationRequest, Policy, SamplingConfig
 from grasp.rollout.trajectory import Trajectory
 
 SENTENCE_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]
@@ -30,17 +31,17 @@ def run(index, questions, backend: Backend, tools=None, top_k=3, budget=4, **con
 
 
 def calls(trajectory: Trajectory) -> list[tuple[str, dict]]:
-    return [(t["call"]["name"], t["call"]["arguments"]) for t in trajectory.turns]
+    return [(t.call["name"], t.call["arguments"]) for t in trajectory.turns]
 
 
-def hit_texts(index, turn: dict) -> list[str]:
+def hit_texts(index, turn: TurnRecord) -> list[str]:
     """The texts of a search turn's hits, as the environment recorded them."""
     corpus = index.corpus
     return [
         corpus.sentence(h["sentence_id"])
         if h["sentence_id"] is not None
         else corpus.paragraph_text(h["paragraph_id"])
-        for h in turn["hits"]
+        for h in turn.hits
     ]
 
 
@@ -56,7 +57,7 @@ def test_direct_answers_from_the_question_alone(tiny_index, tiny_questions, cann
     llm, backend = canned(answer="Answer: Auckland.\nHe was born there.")
     [t] = run(tiny_index, tiny_questions[1:2], backend, kind="direct")
     assert calls(t) == [("answer", {"answer": "Auckland"})]
-    assert (t.stop_reason, t.reward["answer/em"], t.retrieved_paragraph_ids) == (
+    assert (t.stop_reason, t.reward.em, t.retrieved_paragraph_ids) == (
         "answered",
         1.0,
         set(),
@@ -86,21 +87,19 @@ def test_single_step_searches_once_then_answers_from_the_hits(
     [t] = run(tiny_index, [question], backend, kind="single_step", search=search)
     assert calls(t) == [(tool, {"query": question.question}), ("answer", {"answer": "Google"})]
     [prompt] = llm.prompts("answer")
-    titles = [tiny_index.corpus.title(h["paragraph_id"]) for h in t.turns[0]["hits"]]
+    titles = [tiny_index.corpus.title(h["paragraph_id"]) for h in t.turns[0].hits]
     expected = [
         f"{title}: {text}"
         for title, text in zip(titles, hit_texts(tiny_index, t.turns[0]), strict=True)
     ]
     assert passages_in(prompt) == expected and len(expected) == 3
-    assert t.extra["context_paragraph_ids"] == sorted(
-        {h["paragraph_id"] for h in t.turns[0]["hits"]}
-    )
+    assert t.extra["context_paragraph_ids"] == sorted({h["paragraph_id"] for h in t.turns[0].hits})
 
 
 def test_single_step_keeps_context_k_of_the_hits(tiny_index, tiny_questions, canned):
     llm, backend = canned(answer="x")
     [t] = run(tiny_index, tiny_questions[:1], backend, kind="single_step", context_k=2, top_k=4)
-    assert len(t.turns[0]["hits"]) == 4
+    assert len(t.turns[0].hits) == 4
     assert len(passages_in(llm.prompts("answer")[0])) == 2
 
 
@@ -115,7 +114,7 @@ def test_hybrid_issues_both_searches_and_fuses_by_reciprocal_rank(
     assert t.semantic_paragraph_ids and t.keyword_paragraph_ids
     score: dict[int, float] = {}
     for turn in t.turns[:2]:
-        for rank, hit in enumerate(turn["hits"]):
+        for rank, hit in enumerate(turn.hits):
             score[hit["sentence_id"]] = score.get(hit["sentence_id"], 0.0) + 1 / (61 + rank)
     best = sorted(score, key=lambda s: -score[s])[:4]  # stable: first seen wins ties
     expected = [tiny_index.corpus.sentence(s) for s in best]
@@ -125,10 +124,10 @@ def test_hybrid_issues_both_searches_and_fuses_by_reciprocal_rank(
 def test_paragraph_granularity_answers_from_whole_paragraphs(tiny_index, tiny_questions, canned):
     llm, backend = canned(answer="Auckland")
     [t] = run(tiny_index, tiny_questions[1:2], backend, tools=PARAGRAPH_TOOLS, kind="single_step")
-    assert [h["sentence_id"] for h in t.turns[0]["hits"]] == [None, None, None]
+    assert [h["sentence_id"] for h in t.turns[0].hits] == [None, None, None]
     texts = [p.split(": ", 1)[1] for p in passages_in(llm.prompts("answer")[0])]
     assert texts == hit_texts(tiny_index, t.turns[0])
-    assert set(t.read_paragraph_ids) == {h["paragraph_id"] for h in t.turns[0]["hits"]}
+    assert set(t.read_paragraph_ids) == {h["paragraph_id"] for h in t.turns[0].hits}
 
 
 # ---------------------------------------------------------------------------------- IRCoT
@@ -146,7 +145,7 @@ def test_ircot_searches_with_each_sentence_and_stops_at_the_answer(
         ("semantic_search", {"query": "Hillary was born in Auckland."}),
         ("answer", {"answer": "Auckland"}),
     ]
-    assert t.turns[1]["text"].startswith("Hillary was born in Auckland.\n<tool_call>")
+    assert t.turns[1].text.startswith("Hillary was born in Auckland.\n<tool_call>")
     first, second = llm.prompts("reason")
     assert "Reasoning so far: (none yet)" in first
     assert "Reasoning so far: Hillary was born in Auckland.\n" in second
@@ -241,7 +240,7 @@ def test_crag_corrects_only_above_the_threshold(
         ]
         assert context == relevant and llm.prompts("rewrite") == []
     irrelevant = ",".join(str(i + 1) for i, g in enumerate(grades) if g == "no") or "none"
-    assert f"[irrelevant: {irrelevant}]" in t.turns[1]["text"]
+    assert f"[irrelevant: {irrelevant}]" in t.turns[1].text
 
 
 def test_crag_corrects_with_the_other_retriever_and_batches_the_grades(
@@ -255,7 +254,7 @@ def test_crag_corrects_with_the_other_retriever_and_batches_the_grades(
             ("keyword_search", {"query": question.question}),
             ("semantic_search", {"query": question.question}),
         ]
-    graded = sum(len(t.turns[0]["hits"]) for t in trajectories)
+    graded = sum(len(t.turns[0].hits) for t in trajectories)
     assert len(llm.prompts("grade")) == graded > 3
     assert llm.calls == [graded, 3, 3]  # one call for every grade, then rewrites, then answers
 
@@ -278,7 +277,7 @@ def test_adaptive_routes_by_the_backend(tiny_index, tiny_questions, canned, repl
     [t] = run(tiny_index, tiny_questions[1:2], backend, kind="adaptive")
     assert [name for name, _ in calls(t)] == tools
     assert t.extra["route"] == route and t.answer == "Auckland"
-    assert f"[route: {route}]" in t.turns[0]["text"]
+    assert f"[route: {route}]" in t.turns[0].text
     assert len(llm.prompts("route")) == 1
     assert tiny_questions[1].question in llm.prompts("route")[0]
 
@@ -357,9 +356,22 @@ def test_config_values_are_checked(field, value):
         BaselineConfig(**{field: value})
 
 
-def test_baseline_policies_are_policies():
+def test_baseline_policies_are_policies_that_answer_each_request():
     policy = make_baseline(BaselineConfig(kind="direct"), Backend(FailingLLM()), EnvConfig())
     assert isinstance(policy, BaselinePolicy) and isinstance(policy, Policy)
+    # What the engine relies on: one generation per request, in order; a failed backend
+    # call is that request's error, not an exception.
+    requests = [
+        GenerationRequest(
+            messages=[{"role": "user", "content": f"Question: question {i}?"}],
+            token_ids=None,
+            max_new_tokens=16,
+            request_id=f"q{i}#0",
+        )
+        for i in range(3)
+    ]
+    generations = policy.generate(requests, SamplingConfig())
+    assert [g.error for g in generations] == ["backend: out of memory"] * 3
 
 
 def test_the_summary_reports_routes_backend_use_and_context_recall(

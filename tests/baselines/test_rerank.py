@@ -85,7 +85,7 @@ def test_single_step_answers_from_the_reranked_top_k(
     config = BaselineConfig(kind="single_step", context_k=2)
     policy = SingleStepPolicy(backend, config, env.config, reranker=reranker)
     [t] = RolloutEngine(env, policy, RolloutConfig()).run(tiny_questions[1:2]).trajectories
-    hits = t.turns[0]["hits"]
+    hits = t.turns[0].hits
     assert len(hits) == 6
     corpus = tiny_index.corpus
     candidates = [

@@ -32,7 +32,7 @@ def run(index, questions, backend: Backend, budget=5, summary=None, **config):
 
 
 def calls(trajectory: Trajectory) -> list[tuple[str, dict]]:
-    return [(t["call"]["name"], t["call"]["arguments"]) for t in trajectory.turns]
+    return [(t.call["name"], t.call["arguments"]) for t in trajectory.turns]
 
 
 def cycle(*replies: str):
@@ -93,10 +93,10 @@ def test_any_and_all_reproduce_crag_and_self_rag_on_the_same_hits(
     assert t.extra["self_rag_trigger"] == trigger
     assert t.extra["irrelevant_shares"] == [pytest.approx(1 / 3)] * searches
     # every decision is also in the text of the turn that took it
-    noted = [d for turn in t.turns for d in _note(turn["text"], "decisions").split()]
+    noted = [d for turn in t.turns for d in _note(turn.text, "decisions").split()]
     assert noted == decisions
     # the answer reads the hits graded relevant: ranks 1 and 3 of each search, once each
-    kept = {h["paragraph_id"] for turn in t.turns[:searches] for h in turn["hits"][::2]}
+    kept = {h["paragraph_id"] for turn in t.turns[:searches] for h in turn.hits[::2]}
     assert t.extra["context_paragraph_ids"] == sorted(kept)
     assert len(llm.prompts("grade")) == 3 * searches
 
@@ -119,7 +119,7 @@ def test_all_rewrites_only_when_every_hit_is_filtered_out(tiny_index, tiny_quest
     [rewrite] = llm.prompts("rewrite")
     assert f"Queries already tried: {tiny_questions[1].question}\n" in rewrite
     # only the first hit of the second search was kept
-    assert t.extra["context_paragraph_ids"] == [t.turns[1]["hits"][0]["paragraph_id"]]
+    assert t.extra["context_paragraph_ids"] == [t.turns[1].hits[0]["paragraph_id"]]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_the_trigger_fires_exactly_when_crag_corrects(
     assert t.extra["rewrite_triggered"] is crag.extra["rewrite_triggered"]
     assert crag.extra["rewrite_triggered"] is crag.extra["crag_corrected"]
     assert calls(t)[:2] == calls(crag)[:2]
-    assert t.turns[0]["hits"] == crag.turns[0]["hits"]
+    assert t.turns[0].hits == crag.turns[0].hits
 
 
 # ---------------------------------------------------------------------------------- the bounds
@@ -252,7 +252,7 @@ def test_the_route_is_kept_across_rewrites(tiny_index, tiny_questions, canned):
     )
     assert [name for name, _ in calls(t)] == ["semantic_search"] * 3 + ["answer"]
     assert len(llm.prompts("route")) == 1 and t.extra["route"] == "corpus"
-    assert [_note(turn["text"], "route") for turn in t.turns] == ["corpus", "", "", ""]
+    assert [_note(turn.text, "route") for turn in t.turns] == ["corpus", "", "", ""]
     assert t.extra["rewrites"] == 2 and t.extra["rewrite_triggered"] is True
 
 

@@ -46,7 +46,7 @@ def test_direct_and_single_step_with_smollm2(env, direct, tiny_index, tiny_quest
     for policy, tools in ((direct, ["answer"]), (single, ["semantic_search", "answer"])):
         trajectories = rollout(env, policy, questions)
         for t in trajectories:
-            assert [turn["call"]["name"] for turn in t.turns] == tools
+            assert [turn.call["name"] for turn in t.turns] == tools
             assert t.stop_reason == "answered" and t.answer
             assert t.extra["backend_calls"] == 1
             assert t.extra["backend_prompt_tokens"] > 20 and t.extra["backend_generated_tokens"] > 0

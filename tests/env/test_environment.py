@@ -7,6 +7,7 @@ import json
 import pytest
 
 from grasp.env import observations
+from grasp.env.demonstration import demonstration
 from grasp.env.environment import (
     EnvConfig,
     EpisodeStatus,
@@ -267,7 +268,7 @@ def test_stepping_a_finished_episode_is_an_error(env, tiny_questions):
     ],
 )
 def test_demonstration_calls_only_the_episode_tools_and_every_call_parses(tools):
-    messages = observations.demonstration(tools, turn_budget=3)
+    messages = demonstration(tools, turn_budget=3)
     calls = [m["content"] for m in messages if m["role"] == "assistant"]
     results = [m["content"] for m in messages if m["role"] == "tool"]
     parsed = [parse_turn(call, tool_specs(tools)) for call in calls]
@@ -289,4 +290,4 @@ def test_demonstration_calls_only_the_episode_tools_and_every_call_parses(tools)
 
 def test_demonstration_needs_a_search_tool():
     with pytest.raises(ValueError, match="search tool"):
-        observations.demonstration(["read_paragraph", "answer"], turn_budget=3)
+        demonstration(["read_paragraph", "answer"], turn_budget=3)

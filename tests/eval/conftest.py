@@ -12,9 +12,10 @@ import pytest
 from evaluate_fixture import DATASETS
 
 from grasp.data import write_normalized
+from grasp.env.episode import TurnRecord
 from grasp.reward import compute_reward
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import DatasetName, EpisodeEvidence, SupportingFact
+from grasp.types import DatasetName, EpisodeEvidence, StopReason, SupportingFact
 
 
 def make_trajectory(
@@ -25,14 +26,14 @@ def make_trajectory(
     semantic: set[int] = frozenset(),
     keyword: set[int] = frozenset(),
     read: set[int] = frozenset(),
-    turns: list[dict] | None = None,
+    turns: list[TurnRecord] | None = None,
     tool_calls: dict[str, int] | None = None,
     errors: dict[str, int] | None = None,
     stop_reason: str = "answered",
     dataset: str = "hotpotqa",
 ) -> Trajectory:
     """A finished episode with the given evidence; its reward is computed for real."""
-    turns = turns or [{"text": "", "call": None, "error": None, "observation": None, "hits": []}]
+    turns = turns or [TurnRecord(text="")]
     errors = errors or {}
     evidence = EpisodeEvidence(
         answer=answer,
@@ -56,7 +57,7 @@ def make_trajectory(
         gold_answers=list(gold_answers),
         gold_paragraph_ids=sorted(gold),
         turns=turns,
-        stop_reason=stop_reason,
+        stop_reason=StopReason(stop_reason),
         answer=answer,
         turns_used=len(turns),
         turn_budget=6,
@@ -65,7 +66,7 @@ def make_trajectory(
         read_paragraph_ids=sorted(read),
         tool_calls=tool_calls or {},
         errors=errors,
-        reward=compute_reward(evidence).as_dict(),
+        reward=compute_reward(evidence),
     )
 
 

@@ -17,6 +17,7 @@ from grasp.eval.baseline_table import (
     write_table,
 )
 from grasp.eval.sweep import record_failure
+from grasp.reward import RewardBreakdown
 
 DATASETS = ["hotpotqa", "musique"]
 CODE = {"git_commit": "abc123", "git_dirty": False}
@@ -345,7 +346,7 @@ def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> N
                 "read_paragraph_ids": [],
                 "tool_calls": {},
                 "errors": {},
-                "reward": {},
+                "reward": RewardBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0).as_dict(),
             }
         )
     folder.mkdir(parents=True, exist_ok=True)

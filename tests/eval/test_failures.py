@@ -6,15 +6,13 @@ import dataclasses
 
 import pytest
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.failures import FailureCode, failure_code, failure_shares
 
 
-def _turns(n: int, errors: int = 0) -> list[dict]:
+def _turns(n: int, errors: int = 0) -> list[TurnRecord]:
     """``n`` turns, the first ``errors`` of them refused."""
-    return [
-        {"text": "", "call": None, "error": "bad_json" if i < errors else None, "hits": []}
-        for i in range(n)
-    ]
+    return [TurnRecord(text="", error="bad_json" if i < errors else None) for i in range(n)]
 
 
 # (case, answer, gold, seen by semantic search, read, turns used, refused turns, stop) -> code

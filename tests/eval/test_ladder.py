@@ -9,6 +9,7 @@ from math import log2
 import pytest
 from evaluate_fixture import compose_config
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.context import read_trajectories
 from grasp.eval.failures import failure_shares
 from grasp.eval.ladder import (
@@ -64,18 +65,18 @@ def test_rank_scores_refuse_no_gold_and_k_below_one():
         rank_scores([1], {1}, k=0)
 
 
-def _search(tool: str, hits: list[int], error: str | None = None) -> dict:
+def _search(tool: str, hits: list[int], error: str | None = None) -> TurnRecord:
     call = {"name": tool, "arguments": {"query": "q"}}
-    return {
-        "text": "",
-        "call": None if error else call,
-        "error": error,
-        "observation": "",
-        "hits": [{"sentence_id": None, "paragraph_id": p, "score": 1.0} for p in hits],
-    }
+    return TurnRecord(
+        text="",
+        call=None if error else call,
+        error=error,
+        observation="",
+        hits=[{"sentence_id": None, "paragraph_id": p, "score": 1.0} for p in hits],
+    )
 
 
-ANSWER = {"text": "", "call": {"name": "answer", "arguments": {}}, "error": None, "hits": []}
+ANSWER = TurnRecord(text="", call={"name": "answer", "arguments": {}})
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.judge import JudgeResult, Verdict
 from grasp.eval.summary import (
     NO_VERDICTS,
@@ -18,8 +19,8 @@ from grasp.eval.summary import (
 )
 
 
-def _turns(n: int) -> list[dict]:
-    return [{"text": "", "call": None, "error": None, "observation": None, "hits": []}] * n
+def _turns(n: int) -> list[TurnRecord]:
+    return [TurnRecord(text="") for _ in range(n)]
 
 
 @pytest.fixture

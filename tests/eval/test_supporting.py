@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grasp.corpus.corpus import SentenceCorpus
+from grasp.env.episode import TurnRecord
 from grasp.eval.policy_eval import score_episodes
 from grasp.eval.supporting import SupportingSentences, seen_sentence_ids, supporting_sentences
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
@@ -53,9 +54,9 @@ def test_a_paragraph_missing_from_the_corpus_is_an_error():
         supporting_sentences(small, Q1)
 
 
-def _hits(*pairs: tuple[int | None, int]) -> dict:
+def _hits(*pairs: tuple[int | None, int]) -> TurnRecord:
     hits = [{"sentence_id": s, "paragraph_id": p, "score": 1.0} for s, p in pairs]
-    return {"text": "", "call": None, "error": None, "observation": None, "hits": hits}
+    return TurnRecord(text="", hits=hits)
 
 
 def test_seen_sentences_are_hits_whole_paragraph_hits_and_reads(corpus, trajectory):

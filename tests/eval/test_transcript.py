@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.transcript import transcript
+from grasp.reward import RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
+from grasp.types import StopReason
 
 
 def trajectory() -> Trajectory:
@@ -19,21 +22,17 @@ def trajectory() -> Trajectory:
         gold_answers=["Carondelet Canal", "the Carondelet"],
         gold_paragraph_ids=[3, 7],
         turns=[
-            {"text": "...", "call": search, "error": None, "observation": observation},
-            {
-                "text": '<tool_call>\n{"name": "read_paragraph", "arguments": {"sentence_id": "x"}}',
-                "call": None,
-                "error": "invalid_argument",
-                "observation": "Error: sentence_id must be an integer id",
-            },
-            {
-                "text": "...",
-                "call": {"name": "answer", "arguments": {"answer": "Carondelet Canal"}},
-                "error": None,
-                "observation": None,
-            },
+            TurnRecord(text="...", call=search, observation=observation),
+            TurnRecord(
+                text='<tool_call>\n{"name": "read_paragraph", "arguments": {"sentence_id": "x"}}',
+                error="invalid_argument",
+                observation="Error: sentence_id must be an integer id",
+            ),
+            TurnRecord(
+                text="...", call={"name": "answer", "arguments": {"answer": "Carondelet Canal"}}
+            ),
         ],
-        stop_reason="answered",
+        stop_reason=StopReason.ANSWERED,
         answer="Carondelet Canal",
         turns_used=3,
         turn_budget=5,
@@ -42,15 +41,9 @@ def trajectory() -> Trajectory:
         read_paragraph_ids=[],
         tool_calls={"semantic_search": 1, "answer": 1},
         errors={"invalid_argument": 1},
-        reward={
-            "reward/R_A": 1.0,
-            "reward/R_R": 0.0,
-            "reward/R_S": 0.0,
-            "reward/R_E": 0.4,
-            "reward/total": 1.06,
-            "answer/em": 1.0,
-            "answer/f1": 1.0,
-        },
+        reward=RewardBreakdown(
+            r_answer=1.0, r_read=0.0, r_search=0.0, r_efficiency=0.4, total=1.06, em=1.0, f1=1.0
+        ),
     )
 
 
@@ -69,6 +62,6 @@ def test_a_transcript_shows_each_turn_its_observation_and_the_reward():
         "    | Error: sentence_id must be an integer id",
         'turn 3: answer {"answer": "Carondelet Canal"}',
         "answer: 'Carondelet Canal' (stop: answered, 3 turns)",
-        "reward: R_A 1.000  R_R 0.000  R_S 0.000  R_E 0.400  total 1.060",
+        "reward: R_A 1.000  R_R 0.000  R_S 0.000  R_E 0.400  R_F 0.000  total 1.060",
         "EM 1  F1 1.000  read paragraphs: []",
     ]

@@ -34,7 +34,7 @@ from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 from grasp.rollout.trajectory import write_trajectories
 from grasp.train.callbacks import MetricsFileCallback
 from grasp.train.config import TrainConfig
-from grasp.train.rollout_adapter import RolloutStats, rollout_metrics
+from grasp.train.rollout_adapter import ROLLOUT_SECONDS_KEY, rollout_metrics
 from grasp.train.trainer import TrainingData, _results
 
 INJECTION = "<script>window.__injected = 1; console.error('injected')</script>"
@@ -101,16 +101,15 @@ def build_run_dir(run_dir: Path, index, questions) -> Path:
     before = evaluate_policy(
         _engine(index, before_script), questions, run_dir / "eval_before", resolved
     )
-    stats = RolloutStats()
-    callback = MetricsFileCallback(run_dir, stats)
+    callback = MetricsFileCallback(run_dir)
     for step in range(1, STEPS + 1):
         script = before_script if step <= STEPS // 2 else after_script
         state = SimpleNamespace(global_step=step, is_world_process_zero=True)
         callback.on_step_begin(None, state, None)
         batch = _engine(index, script).run(questions, group_size=GROUP)
-        stats.rollout_seconds = batch.timings.total
         callback.on_step_end(None, state, None)
         logs = {"loss": 0.1 / step, "kl": 0.01 * step, **rollout_metrics(batch.trajectories, GROUP)}
+        logs[ROLLOUT_SECONDS_KEY] = batch.timings.total
         callback.on_log(None, state, None, logs=logs)
         if step % TRAJECTORIES_EVERY == 0:
             sample = _engine(index, script).run(questions[:2]).trajectories

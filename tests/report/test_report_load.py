@@ -8,6 +8,7 @@ import shutil
 import pytest
 from report_fixture import EXPECTED_OUTCOMES, EXPECTED_PARSE_ERRORS, STEPS
 
+from grasp.env.episode import TurnRecord
 from grasp.report.load import (
     Outcome,
     RunDirectoryError,
@@ -20,7 +21,9 @@ from grasp.report.load import (
     recall_by_turns,
     series,
 )
+from grasp.reward import RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
+from grasp.types import StopReason
 
 
 def test_a_training_run_loads_every_part(run_dir):
@@ -86,6 +89,13 @@ def test_recall_of_a_trajectory_is_what_results_json_averages(run_dir):
     assert mean == pytest.approx(evaluation.results["recall"], rel=1e-12)
 
 
+def _reward(em: float, f1: float) -> RewardBreakdown:
+    """A reward whose answer metrics are ``em`` and ``f1`` (the other terms 0)."""
+    return RewardBreakdown(
+        r_answer=f1, r_read=0.0, r_search=0.0, r_efficiency=0.0, total=f1, em=em, f1=f1
+    )
+
+
 def _trajectory(turns_used: int, gold: list[int], found: list[int], **fields) -> Trajectory:
     base = dict(
         episode_id="q#0",
@@ -97,7 +107,7 @@ def _trajectory(turns_used: int, gold: list[int], found: list[int], **fields) ->
         gold_answers=["a"],
         gold_paragraph_ids=gold,
         turns=[],
-        stop_reason="answered",
+        stop_reason=StopReason.ANSWERED,
         answer="a",
         turns_used=turns_used,
         turn_budget=6,
@@ -106,7 +116,7 @@ def _trajectory(turns_used: int, gold: list[int], found: list[int], **fields) ->
         read_paragraph_ids=found[1:],
         tool_calls={},
         errors={},
-        reward={"answer/em": 1.0, "answer/f1": 1.0},
+        reward=_reward(em=1.0, f1=1.0),
     )
     base.update(fields)
     return Trajectory(**base)
@@ -137,15 +147,15 @@ def test_recall_by_turns_groups_and_averages():
     ],
 )
 def test_outcome_table(answer, em, f1, expected):
-    trajectory = _trajectory(1, [1], [], answer=answer, reward={"answer/em": em, "answer/f1": f1})
+    trajectory = _trajectory(1, [1], [], answer=answer, reward=_reward(em=em, f1=f1))
     assert outcome(trajectory) is expected
 
 
 def test_parse_errors_do_not_count_refused_calls():
     turns = [
-        {"text": "", "call": None, "error": "malformed_json", "observation": "", "hits": []},
-        {"text": "", "call": None, "error": "invalid_call", "observation": "", "hits": []},
-        {"text": "", "call": {"name": "answer"}, "error": None, "observation": None, "hits": []},
+        TurnRecord(text="", error="malformed_json", observation=""),
+        TurnRecord(text="", error="invalid_call", observation=""),
+        TurnRecord(text="", call={"name": "answer"}),
     ]
     assert parse_errors(_trajectory(3, [1], [], turns=turns)) == 1
 

@@ -54,7 +54,7 @@ def test_generated_tokens_never_contain_observation_text(env, chat, tokenizer, t
         inserted = tokenizer.decode(
             [t for t, m in zip(trace.completion_ids, trace.env_mask, strict=True) if not m]
         )
-        observations = [turn["observation"] for turn in trajectory.turns if turn["observation"]]
+        observations = [turn.observation for turn in trajectory.turns if turn.observation]
         assert observations, "the episode saw tool results"
         for observation in observations:
             first_line = observation.splitlines()[0]
@@ -62,7 +62,7 @@ def test_generated_tokens_never_contain_observation_text(env, chat, tokenizer, t
             assert first_line in inserted
         assert "<tool_response>" not in generated and "<tool_response>" in inserted
         for turn in trajectory.turns:
-            assert turn["text"] in generated
+            assert turn.text in generated
         # The mask starts with generated ids and every turn boundary alternates cleanly.
         assert trace.env_mask[0] == 1 and trace.env_mask[-1] == 1
 
@@ -75,9 +75,9 @@ def test_the_trace_is_the_conversation_the_template_renders(env, chat, tokenizer
     trajectory = batch.trajectories[0]
     episode_messages = env.reset(tiny_questions[0]).messages
     for turn in trajectory.turns:
-        episode_messages.append({"role": "assistant", "content": turn["text"]})
-        if turn["observation"] and turn is not trajectory.turns[-1]:
-            episode_messages.append({"role": "tool", "content": turn["observation"]})
+        episode_messages.append({"role": "assistant", "content": turn.text})
+        if turn.observation and turn is not trajectory.turns[-1]:
+            episode_messages.append({"role": "tool", "content": turn.observation})
     rendered = tokenizer.apply_chat_template(
         episode_messages, tools=env.tool_schemas, tokenize=False
     )
@@ -129,7 +129,7 @@ def test_generation_error_stops_only_that_episode(env, tiny_questions):
     by_question = {t.question_id: t for t in batch.trajectories}
     assert by_question["q-curie"].stop_reason == StopReason.GENERATION_ERROR
     assert by_question["q-hillary"].stop_reason == StopReason.ANSWERED
-    assert by_question["q-hillary"].reward["answer/em"] == 1.0
+    assert by_question["q-hillary"].reward.em == 1.0
 
 
 def test_a_turn_cut_by_max_tokens_is_closed_by_the_environment(env, chat, tiny_questions):
@@ -167,8 +167,8 @@ def test_scripted_turns_drive_the_episode_exactly(env, tiny_questions):
     assert trajectory.stop_reason == "answered" and trajectory.answer == "Google"
     assert trajectory.errors == {"no_tool_call": 1}
     assert trajectory.tool_calls == {"keyword_search": 1, "answer": 1}
-    assert trajectory.reward["answer/f1"] == 1.0
-    assert trajectory.reward["reward/R_S"] == 0.0, "no semantic search was made"
+    assert trajectory.reward.f1 == 1.0
+    assert trajectory.reward.r_search == 0.0, "no semantic search was made"
 
 
 def test_turn_seeds_differ(env):
@@ -193,7 +193,7 @@ def test_assistant_prefix_is_inserted_text_the_model_continues(
     config = RolloutConfig(assistant_prefix=prefix)
     batch = RolloutEngine(env, Continuing(), config, chat=chat).run(tiny_questions[1:2])
     trajectory = batch.trajectories[0]
-    assert trajectory.answer == "Auckland" and trajectory.turns[0]["text"] == prefix + rest
+    assert trajectory.answer == "Auckland" and trajectory.turns[0].text == prefix + rest
     trace = trajectory.tokens
     prefix_len = len(chat.text_ids(prefix))
     assert trace.env_mask == [0] * prefix_len + [1] * len(rest_ids)

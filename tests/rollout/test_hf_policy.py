@@ -67,8 +67,16 @@ def forced_logprobs(model, prompt: list[int], new: list[int], temperature: float
     return logprobs_NV, logprobs_NV.gather(-1, torch.tensor(new)[:, None]).squeeze(-1)
 
 
-def test_is_a_policy(bf16) -> None:
-    assert isinstance(HFPolicy(bf16.model, bf16.tokenizer), Policy)
+def test_is_a_policy_that_answers_each_request_in_order(bf16, prompts) -> None:
+    policy = HFPolicy(bf16.model, bf16.tokenizer)
+    assert isinstance(policy, Policy)
+    # What the engine relies on: generation i answers request i, whatever the batch order.
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=4)
+    forward = policy.generate(requests_for(prompts, 4), sampling)
+    backward = policy.generate(requests_for(prompts, 4)[::-1], sampling)
+    assert len(forward) == len(prompts) and all(g.token_ids for g in forward)
+    assert len({tuple(g.token_ids) for g in forward}) > 1, "distinct prompts, distinct replies"
+    assert [g.token_ids for g in backward] == [g.token_ids for g in forward][::-1]
 
 
 def test_greedy_batch_equals_one_at_a_time(bf16, prompts) -> None:

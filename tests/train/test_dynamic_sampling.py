@@ -13,6 +13,7 @@ from grasp.train.dynamic_sampling import (
     replacement_ids,
     select_groups,
 )
+from grasp.train.rollout_adapter import REPORT_KEY
 
 ANSWERS = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
 
@@ -78,7 +79,7 @@ def sampled_run(scripted_trainer, tmp_path_factory):
     def capture(prompts, t):
         asked.append(rollout._question_id(prompts[0]))
         out = rollout(prompts, t)
-        returned.append(list(trainer.grasp_stats.trajectories))
+        returned.append(list(out[REPORT_KEY].trajectories))
         return out
 
     trainer.rollout_func = capture
@@ -94,7 +95,7 @@ def test_zero_spread_groups_are_replaced_and_logged(sampled_run):
     for question, trajectories, metrics in zip(asked, returned, logged, strict=True):
         assert len(trajectories) == 2 and {t.group_id for t in trajectories} == {0}
         assert len({t.question_id for t in trajectories}) == 1
-        rewards = [t.reward["reward/total"] for t in trajectories]
+        rewards = [t.reward.total for t in trajectories]
         assert has_spread(rewards), "every returned group can teach"
         replaced = question == "q-python"
         assert trajectories[0].question_id != "q-python"

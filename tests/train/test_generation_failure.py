@@ -54,6 +54,7 @@ def failed_first_step(scripted_trainer, tmp_path_factory):
 
     trainer.rollout_func = capture
     trainer.train()
+    trainer.rollout_func = rollout  # the GraspRollout again, for the tests to read
     return trainer, returned, read_metrics(run_dir)
 
 
@@ -71,7 +72,7 @@ def test_the_run_survives_a_failed_first_turn(failed_first_step):
 def test_a_failed_episode_reaches_trl_with_one_masked_token(failed_first_step):
     trainer, returned, _ = failed_first_step
     failed = returned[0]
-    end_of_turn = trainer.grasp_rollout.engine.chat.end_of_turn_id
+    end_of_turn = trainer.rollout_func.engine.chat.end_of_turn_id
     assert failed["completion_ids"] == [[end_of_turn]] * 2
     assert failed["env_mask"] == [[0]] * 2
     # The step after it trains on real completions (the model's tokens carry the mask 1).

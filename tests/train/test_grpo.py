@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +14,9 @@ from grasp.models import ModelConfig, load_policy_model
 from grasp.reward import compute_reward
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
+from grasp.train.callbacks import read_metrics
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.train.rollout_adapter import REPORT_KEY
 from grasp.train.trainer import TrainingData, make_grpo_trainer
 
 
@@ -66,7 +69,7 @@ def trained(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
 
     def capture(prompts, t):
         out = rollout(prompts, t)
-        outputs.append((out, list(trainer.grasp_stats.trajectories)))
+        outputs.append((out, list(out[REPORT_KEY].trajectories)))
         return out
 
     trainer.rollout_func = capture
@@ -108,8 +111,8 @@ def test_env_mask_hides_observations_from_the_loss(trained):
             generated = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
             assert "<tool_response>" not in generated
             for turn in trajectory.turns:
-                if turn["observation"]:
-                    assert turn["observation"].splitlines()[0] not in generated
+                if turn.observation:
+                    assert turn.observation.splitlines()[0] not in generated
 
 
 def test_logged_reward_terms_equal_the_reward_module(trained):
@@ -129,6 +132,52 @@ def test_logged_reward_terms_equal_the_reward_module(trained):
         expected_total = sum(r.total for r in rewards) / len(rewards)
         assert record["reward"] == pytest.approx(expected_total, abs=1e-6)
         assert record["reward/total"] == pytest.approx(expected_total, abs=1e-6)
+
+
+def test_logged_rollout_statistics_are_exact(trained):
+    """Each step: sample 0 of each of the 3 groups searches once by keyword and answers
+    right; the other 9 answer wrong at once. Every episode answered, in 15 turns."""
+    trainer, _, _, outputs, _ = trained
+    logged = [h for h in trainer.state.log_history if "tools/answer_per_episode" in h]
+    assert len(logged) == len(outputs) == 2
+    expected = {
+        "tools/keyword_search_per_episode": 3 / 12,
+        "tools/semantic_search_per_episode": 0.0,
+        "tools/read_paragraph_per_episode": 0.0,
+        "tools/search_per_episode": 0.0,
+        "tools/answer_per_episode": 1.0,
+        "tools/parse_error_rate": 0.0,
+        "tools/invalid_call_rate": 0.0,
+        "stop/answered": 1.0,
+        "stop/turn_budget": 0.0,
+        "stop/token_budget": 0.0,
+        "stop/no_tool_call": 0.0,
+        "stop/generation_error": 0.0,
+        "answer/em": 3 / 12,
+        "episode/turns": 15 / 12,
+        "groups/zero_reward_spread": 0.0,
+    }
+    for record in logged:
+        assert {k: record[k] for k in expected} == pytest.approx(expected, abs=1e-6)
+    for _, trajectories in outputs:
+        answered_right = [t.sample_index for t in trajectories if t.reward.em == 1.0]
+        assert answered_right == [0, 0, 0]
+
+
+def test_metrics_file_carries_each_reward_term_once(trained):
+    trainer, _, _, _, _ = trained
+    records = read_metrics(Path(trainer.args.output_dir).parent)
+    steps = [r for r in records if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for record in steps:
+        for term in ("R_A", "R_R", "R_S", "R_E", "R_F"):
+            assert f"reward/{term}" in record and f"rewards/{term}/std" in record
+            assert f"rewards/{term}/mean" not in record
+        assert not any(key.startswith("rewards/rollout_log") for key in record)
+        assert record["time/rollout_s"] > 0
+        assert record["time/update_s"] == pytest.approx(
+            max(record["time/step_s"] - record["time/rollout_s"], 0.0)
+        )
 
 
 def compute_reward_from(trajectory):

@@ -10,7 +10,6 @@ from grasp.train.callbacks import MetricsFileCallback
 from grasp.train.config import GRPOSettings, TrainConfig
 from grasp.train.metrics_log import read_metrics
 from grasp.train.plots import IMPORTANCE_SAMPLING_METRICS, panels_for, plot_run
-from grasp.train.rollout_adapter import RolloutStats
 from grasp.train.trainer import _grpo_args, validate_config
 
 
@@ -44,7 +43,7 @@ def test_the_mode_and_cap_reach_trl(tmp_path):
 
 
 def test_the_metrics_are_written_and_drawn(tmp_path):
-    callback = MetricsFileCallback(tmp_path, RolloutStats())
+    callback = MetricsFileCallback(tmp_path)
     values = dict.fromkeys(IMPORTANCE_SAMPLING_METRICS, 1.0)
     for step in (1, 2):
         callback.on_log(None, _State(step), None, logs={"reward/total": 0.5, **values})
@@ -56,7 +55,7 @@ def test_the_metrics_are_written_and_drawn(tmp_path):
 
 
 def test_without_vllm_no_empty_panel_is_drawn(tmp_path):
-    callback = MetricsFileCallback(tmp_path, RolloutStats())
+    callback = MetricsFileCallback(tmp_path)
     callback.on_log(None, _State(1), None, logs={"reward/total": 0.5, "loss": 0.1})
     titles = [title for title, _ in panels_for(read_metrics(tmp_path))]
     assert "vLLM importance sampling" not in titles and titles == ["reward", "optimization"]

@@ -22,6 +22,7 @@ RUN_FILES = ("config.json", "eval_before", "eval_after", "results.json", "curves
 class RecordingProcess:
     is_main_process: bool
     waits: int = 0
+    num_processes: int = 1
 
     def wait_for_everyone(self) -> None:
         self.waits += 1

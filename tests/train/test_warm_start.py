@@ -34,11 +34,11 @@ def episodes(tiny_index, tiny_questions, tokenizer):
 def test_scripted_episodes_search_twice_read_then_answer_after_the_demonstration(episodes):
     # The demonstration's own calls come before the question: the script starts after them.
     for trajectory in episodes:
-        names = [turn["call"]["name"] for turn in trajectory.turns]
+        names = [turn.call["name"] for turn in trajectory.turns]
         assert names == ["semantic_search", "keyword_search", "read_paragraph", "answer"]
-        query = trajectory.turns[0]["call"]["arguments"]["query"]
+        query = trajectory.turns[0].call["arguments"]["query"]
         assert query == trajectory.question
-        assert all(turn["error"] is None for turn in trajectory.turns)
+        assert all(turn.error is None for turn in trajectory.turns)
 
 
 def test_sft_labels_cover_exactly_the_generated_ids(episodes, tokenizer):
@@ -52,8 +52,8 @@ def test_sft_labels_cover_exactly_the_generated_ids(episodes, tokenizer):
         text = tokenizer.decode(learned)
         # The policy learns its calls, never the prefix the rollout inserts, nor an observation.
         for turn in trajectory.turns:
-            assert turn["text"].removeprefix(PREFIX) in text
-            assert turn["observation"] is None or turn["observation"][:30] not in text
+            assert turn.text.removeprefix(PREFIX) in text
+            assert turn.observation is None or turn.observation[:30] not in text
         assert PREFIX not in text
 
 
@@ -81,15 +81,15 @@ def test_plans_share_the_questions_round_robin_and_are_followed_call_for_call(
     assert sorted(t.question_id for t in episodes) == sorted(q.question_id for q in tiny_questions)
     by_plan = {}
     for trajectory in episodes:
-        names = [turn["call"]["name"] for turn in trajectory.turns]
+        names = [turn.call["name"] for turn in trajectory.turns]
         assert names in PLANS
-        assert all(turn["error"] is None for turn in trajectory.turns)
+        assert all(turn.error is None for turn in trajectory.turns)
         by_plan.setdefault(tuple(names), []).append(trajectory)
     shares = [len(by_plan.get(tuple(plan), [])) for plan in PLANS]
     assert sum(shares) == len(tiny_questions)
     assert max(shares) - min(shares) <= 1  # round-robin
     for trajectory in by_plan.get(tuple(PLANS[2]), []):  # two reads: two different paragraphs
-        reads = [t["call"]["arguments"] for t in trajectory.turns[2:4]]
+        reads = [t.call["arguments"] for t in trajectory.turns[2:4]]
         assert reads[0] != reads[1]
 
 

@@ -1,0 +1,146 @@
+"""One episode's state: its messages, its turns, and the evidence the reward reads.
+
+The environment moves an episode through its states; each tool adds what it found to the
+episode's evidence (D_s, D_k, D_r) and to the ids the policy has been shown. ``TurnRecord``
+is what a trajectory keeps of each turn.
+
+Episode states: GENERATING (the policy's turn; ``reset`` starts there) -> PROCESSING_TOOLS
+(the environment's turn) -> GENERATING ... -> TERMINATED with a StopReason. There is no
+PENDING state: an episode exists from its reset on, and its first turn is the policy's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from grasp.types import EpisodeEvidence, Question, StopReason, StrEnum
+
+if TYPE_CHECKING:
+    from grasp.env.parser import ToolCall
+
+INVALID_CALL = "invalid_call"
+"""The error of a well-formed call that its tool refused (an id never shown, say)."""
+
+
+class EpisodeStatus(StrEnum):
+    GENERATING = "generating"
+    PROCESSING_TOOLS = "processing_tools"
+    TERMINATED = "terminated"
+
+
+@dataclass
+class TurnRecord:
+    """One turn of an episode: what the policy wrote and what the environment answered."""
+
+    text: str
+    call: dict[str, Any] | None = None
+    """{"name": ..., "arguments": {...}} of a valid call."""
+    error: str | None = None
+    """ParseErrorKind value, or INVALID_CALL for a well-formed call the environment refused."""
+    observation: str | None = None
+    hits: list[dict[str, Any]] = field(default_factory=list)
+    """Provenance of each hit: sentence_id, paragraph_id, score."""
+
+
+def episode_evidence(
+    *,
+    answer: str | None,
+    gold_answers: Sequence[str],
+    gold_paragraph_ids: Sequence[int] | frozenset[int],
+    semantic_paragraph_ids: Sequence[int] | set[int],
+    keyword_paragraph_ids: Sequence[int] | set[int],
+    read_paragraph_ids: Sequence[int] | set[int],
+    turns: Sequence[TurnRecord],
+    turn_budget: int,
+) -> EpisodeEvidence:
+    """The reward's inputs: one definition for a live episode and a recorded trajectory.
+
+    A turn is invalid when it recorded an error (``error is not None``): a parse error or a
+    refused call. Every turn costs one unit of the budget, so ``turns_used`` is their number.
+    """
+    return EpisodeEvidence(
+        answer=answer,
+        gold_answers=tuple(gold_answers),
+        gold_paragraph_ids=frozenset(gold_paragraph_ids),
+        semantic_paragraph_ids=frozenset(semantic_paragraph_ids),
+        keyword_paragraph_ids=frozenset(keyword_paragraph_ids),
+        read_paragraph_ids=frozenset(read_paragraph_ids),
+        turns_used=len(turns),
+        turn_budget=turn_budget,
+        invalid_turns=sum(1 for turn in turns if turn.error is not None),
+    )
+
+
+@dataclass
+class Episode:
+    """The state of one episode; the environment and its tools mutate it."""
+
+    episode_id: str
+    question: Question
+    group_id: int
+    """Index of the question in its batch: the G samples of a question share it."""
+    sample_index: int
+    messages: list[dict[str, Any]]
+    turn_budget: int
+    gold_paragraph_ids: frozenset[int]
+    scope: np.ndarray | None
+    status: EpisodeStatus = EpisodeStatus.GENERATING
+    stop_reason: StopReason | None = None
+    answer: str | None = None
+    turns: list[TurnRecord] = field(default_factory=list)
+    semantic_paragraph_ids: set[int] = field(default_factory=set)
+    """D_s."""
+    keyword_paragraph_ids: set[int] = field(default_factory=set)
+    """D_k."""
+    read_paragraph_ids: set[int] = field(default_factory=set)
+    """D_r."""
+    shown_sentence_ids: set[int] = field(default_factory=set)
+    shown_paragraph_ids: set[int] = field(default_factory=set)
+    tool_calls: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the policy reported about the episode (a baseline's route...), for the trajectory."""
+
+    @property
+    def turns_used(self) -> int:
+        return len(self.turns)
+
+    @property
+    def turns_left(self) -> int:
+        return self.turn_budget - self.turns_used
+
+    @property
+    def done(self) -> bool:
+        return self.status is EpisodeStatus.TERMINATED
+
+    def terminate(self, reason: StopReason) -> None:
+        self.status = EpisodeStatus.TERMINATED
+        self.stop_reason = reason
+
+    def record_call(self, call: ToolCall) -> None:
+        """Record a valid call on the current turn and count it."""
+        self.turns[-1].call = {"name": call.name.value, "arguments": dict(call.arguments)}
+        self.tool_calls[call.name.value] += 1
+
+    def record_error(self, kind: str) -> None:
+        """Mark the current turn invalid with ``kind`` (a ParseErrorKind value, INVALID_CALL)."""
+        self.turns[-1].error = kind
+        self.errors[kind] += 1
+
+    def evidence(self) -> EpisodeEvidence:
+        """What the reward and retrieval metrics need from this episode."""
+        return episode_evidence(
+            answer=self.answer,
+            gold_answers=self.question.answers,
+            gold_paragraph_ids=self.gold_paragraph_ids,
+            semantic_paragraph_ids=self.semantic_paragraph_ids,
+            keyword_paragraph_ids=self.keyword_paragraph_ids,
+            read_paragraph_ids=self.read_paragraph_ids,
+            turns=self.turns,
+            turn_budget=self.turn_budget,
+        )

@@ -1,0 +1,67 @@
+"""Trajectories: typed in memory, flat on disk, and one definition of the reward's evidence."""
+
+from __future__ import annotations
+
+import json
+
+from grasp.env.environment import EnvConfig, FinalMessagePolicy, RetrievalEnvironment
+from grasp.env.episode import INVALID_CALL, TurnRecord
+from grasp.reward import RewardBreakdown, compute_reward
+from grasp.rollout.scripted import tool_call_text
+from grasp.rollout.trajectory import Trajectory, read_trajectories, write_trajectories
+from grasp.types import StopReason
+
+
+def _finished(tiny_index, tiny_questions) -> Trajectory:
+    """A keyword search, a parse error, a refused read, then the answer."""
+    config = EnvConfig(turn_budget=5, top_k=2, final_message=FinalMessagePolicy.ERROR)
+    env = RetrievalEnvironment(tiny_index, config)
+    episode = env.reset(tiny_questions[0])
+    for text in (
+        tool_call_text("keyword_search", query="capital of Poland"),
+        "no call",
+        tool_call_text("read_paragraph", paragraph_id=999_999),
+        tool_call_text("answer", answer="Warsaw"),
+    ):
+        env.step([episode], [text])
+    return Trajectory.from_episode(episode, compute_reward(episode.evidence()), None)
+
+
+def test_the_trajectory_and_its_episode_give_the_same_evidence(tiny_index, tiny_questions):
+    trajectory = _finished(tiny_index, tiny_questions)
+    assert [turn.error for turn in trajectory.turns] == [None, "no_tool_call", INVALID_CALL, None]
+    evidence = trajectory.evidence()
+    assert evidence.invalid_turns == 2 and evidence.turns_used == 4
+    assert compute_reward(evidence) == trajectory.reward
+    read_back = Trajectory.from_json(json.loads(json.dumps(trajectory.to_json())))
+    assert read_back.evidence() == evidence
+
+
+def test_fields_are_typed_in_memory_and_flat_on_disk(tiny_index, tiny_questions, tmp_path):
+    trajectory = _finished(tiny_index, tiny_questions)
+    assert trajectory.stop_reason is StopReason.ANSWERED
+    assert isinstance(trajectory.reward, RewardBreakdown)
+    assert all(isinstance(turn, TurnRecord) for turn in trajectory.turns)
+    data = trajectory.to_json()
+    assert data["stop_reason"] == "answered" and type(data["stop_reason"]) is str
+    assert list(data["reward"]) == [
+        "reward/R_A",
+        "reward/R_R",
+        "reward/R_S",
+        "reward/R_E",
+        "reward/R_F",
+        "reward/total",
+        "answer/em",
+        "answer/f1",
+    ]
+    assert list(data["turns"][0]) == ["text", "call", "error", "observation", "hits"]
+    [read_back] = read_trajectories(write_trajectories([trajectory], tmp_path / "t.jsonl"))
+    assert read_back == trajectory
+    assert read_back.stop_reason is StopReason.ANSWERED
+
+
+def test_a_reward_without_r_f_reads_back_with_zero():
+    flat = RewardBreakdown(1.0, 0.5, 1.0, 0.25, 1.6, 1.0, 1.0, r_format=0.75).as_dict()
+    assert RewardBreakdown.from_dict(flat).as_dict() == flat
+    del flat["reward/R_F"]
+    assert RewardBreakdown.from_dict(flat).r_format == 0.0
