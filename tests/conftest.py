@@ -10,21 +10,17 @@ when it equals a gold alternative (ignoring case) and "no" otherwise.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from grasp.paths import REPO_ROOT
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
 P = {
@@ -173,35 +169,6 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
-
-
-@pytest.fixture(scope="session")
-def load_script() -> Iterator[Callable[[str], ModuleType]]:
-    """``load_script("baselines")``: scripts/baselines.py as the module ``baselines_script``.
-
-    Scripts are not a package, so they are loaded from their files, once per session. Each is
-    registered in sys.modules while the session lasts (dataclasses look their module up by
-    name) and removed at the end.
-    """
-    loaded: list[str] = []
-
-    def load(name: str) -> ModuleType:
-        module_name = f"{name}_script"
-        if module_name in sys.modules:
-            return sys.modules[module_name]
-        path = REPO_ROOT / "scripts" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise FileNotFoundError(f"no script at {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        loaded.append(module_name)
-        spec.loader.exec_module(module)
-        return module
-
-    yield load
-    for module_name in loaded:
-        sys.modules.pop(module_name, None)
 
 
 # --- the loopback judge ---------------------------------------------------------------------

@@ -30,8 +30,10 @@ register_configs()
 
 
 @pytest.fixture(scope="module")
-def baselines(load_script):
-    return load_script("baselines")
+def baselines():
+    from grasp.eval import baseline_sweep
+
+    return baseline_sweep
 
 
 @pytest.fixture

@@ -49,8 +49,10 @@ SHARED = (
 
 
 @pytest.fixture(scope="module")
-def ablate(load_script):
-    return load_script("ablate")
+def ablate():
+    from grasp.eval import ablation_sweep
+
+    return ablation_sweep
 
 
 @pytest.fixture
