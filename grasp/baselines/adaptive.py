@@ -17,21 +17,22 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from grasp.baselines.backend import Backend
-from grasp.baselines.base import Action, BaselinePolicy, Step
+from grasp.baselines.base import BaselinePolicy
 from grasp.baselines.config import BaselineConfig, BaselineKind, Route, RouteBy
 from grasp.baselines.direct import DirectAnswerPolicy
-from grasp.baselines.episode import EpisodeView
 from grasp.baselines.ircot import IRCoTPolicy
 from grasp.baselines.prompts import Prompt, read_route_letter, route_prompt
+from grasp.baselines.routing import RoutedPolicy
 from grasp.baselines.single_step import SingleStepPolicy
 from grasp.env.environment import EnvConfig
 
 _LETTERS = {"A": Route.NONE, "B": Route.SINGLE, "C": Route.MULTI}
 
 
-class AdaptivePolicy(BaselinePolicy):
+class AdaptivePolicy(RoutedPolicy):
     """Classify the question's complexity, then act as the baseline for that class."""
 
+    route_type = Route
     kind = BaselineKind.ADAPTIVE
 
     def __init__(self, backend: Backend, config: BaselineConfig, env: EnvConfig) -> None:
@@ -48,21 +49,6 @@ class AdaptivePolicy(BaselinePolicy):
             Route.MULTI: IRCoTPolicy(backend, config, env),
         }
         super().__init__(backend, config, env)
-
-    def check_env(self, env: EnvConfig) -> None:
-        """Nothing of its own: each route checked the environment when it was built."""
-
-    def step(self, view: EpisodeView) -> Step:
-        noted = view.notes.get("route")
-        if noted is None:
-            route = yield from self._route(view.question)
-        else:
-            route = Route(noted)
-        action: Action = yield from self.routes[route].step(view)
-        if noted is None:
-            action.notes["route"] = str(route)
-        action.extra["route"] = str(route)
-        return action
 
     def _route(self, question: str) -> Generator[list[Prompt], list[str], Route]:
         settings = self.config.adaptive

@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow.compute as pc
 
 from grasp.baselines.backend import Backend
-from grasp.baselines.base import Action, BaselinePolicy, Step
+from grasp.baselines.base import BaselinePolicy
 from grasp.baselines.config import BaselineConfig, BaselineKind, SourceRoute
 from grasp.baselines.direct import DirectAnswerPolicy
-from grasp.baselines.episode import EpisodeView
 from grasp.baselines.prompts import Prompt, read_route_letter, route_prompt
+from grasp.baselines.routing import RoutedPolicy
 from grasp.baselines.self_rag import SelfRAGPolicy
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.env.environment import EnvConfig
@@ -52,9 +52,10 @@ def index_summary(corpus: SentenceCorpus, titles: int) -> str:
     )
 
 
-class AdaptiveSelfRAGPolicy(BaselinePolicy):
+class AdaptiveSelfRAGPolicy(RoutedPolicy):
     """Route the question to the corpus or to no retrieval, then act as that route's baseline."""
 
+    route_type = SourceRoute
     kind = BaselineKind.ADAPTIVE_SELF_RAG
 
     def __init__(
@@ -70,18 +71,6 @@ class AdaptiveSelfRAGPolicy(BaselinePolicy):
             SourceRoute.NONE: DirectAnswerPolicy(backend, config, env),
         }
         super().__init__(backend, config, env)
-
-    def check_env(self, env: EnvConfig) -> None:
-        """Nothing of its own: each route checked the environment when it was built."""
-
-    def step(self, view: EpisodeView) -> Step:
-        noted = view.notes.get("route")
-        route = (yield from self._route(view.question)) if noted is None else SourceRoute(noted)
-        action: Action = yield from self.routes[route].step(view)
-        if noted is None:
-            action.notes["route"] = str(route)
-        action.extra["route"] = str(route)
-        return action
 
     def _route(self, question: str) -> Generator[list[Prompt], list[str], SourceRoute]:
         settings = self.config.index_router
