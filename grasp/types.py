@@ -107,6 +107,8 @@ class StopReason(StrEnum):
     NO_TOOL_CALL = "no_tool_call"
     """A final message without a tool call (treated as the answer when configured so)."""
     GENERATION_ERROR = "generation_error"
+    WALL_CLOCK_BUDGET = "wall_clock_budget"
+    """The episode ran past ``rollout.max_episode_seconds`` (off by default)."""
 
 
 @dataclass(frozen=True)

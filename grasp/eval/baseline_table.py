@@ -194,6 +194,10 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return not resolved.get("policy", {}).get("adapters")
     if key == "stage":  # read with run_dir only
         return resolved.get("run_dir") is None
+    if key == "rollout.max_episode_seconds":  # 0 is no wall-clock budget, as it was
+        return not resolved.get("rollout", {}).get("max_episode_seconds")
+    if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
+        return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
     if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
         return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
     return False

@@ -7,7 +7,8 @@ paragraph granularity a hit's paragraph counts as read, as the environment recor
 1. ``correct``: the answer is exactly right (EM, best alias).
 2. ``format_failures``: more than half of the turns used were refused (parse errors and
    invalid calls), so malformed output took most of the episode.
-3. ``budget_exhausted``: the episode ended on a budget (turns or tokens) without answering.
+3. ``budget_exhausted``: the episode ended on a budget (turns, tokens or wall clock) without
+   answering.
 4. ``no_recall``: no gold paragraph was ever seen (``g`` not empty, ``g & seen`` empty).
 5. ``seen_not_read``: a gold paragraph was seen in a hit but never read.
 6. ``wrong_after_evidence``: every gold paragraph was read, and the answer is still wrong
@@ -47,7 +48,9 @@ class FailureCode(StrEnum):
     EARLY_STOP = "early_stop"
 
 
-BUDGET_STOPS = frozenset({StopReason.TURN_BUDGET, StopReason.TOKEN_BUDGET})
+BUDGET_STOPS = frozenset(
+    {StopReason.TURN_BUDGET, StopReason.TOKEN_BUDGET, StopReason.WALL_CLOCK_BUDGET}
+)
 
 
 def failure_code(trajectory: Trajectory) -> FailureCode:

@@ -1,7 +1,7 @@
 """The batched multi-turn rollout engine: B questions x G samples as concurrent episodes.
 
-Each turn is a straight line: stop the episodes whose context is full (token_budget); one
-generation call for every running episode; one ``env.step`` (which parses every turn and runs
+Each turn is a straight line: stop the episodes whose context is full (token_budget) or whose
+time is up (wall_clock_budget, when ``max_episode_seconds`` is set); one generation call for every running episode; one ``env.step`` (which parses every turn and runs
 each tool's calls as one batched call); the observations it returns are appended, as inserted
 ids, to each episode's token trace. Repeat until every episode has stopped; then score each
 episode with the reward and return the trajectories.
@@ -13,7 +13,7 @@ episode with the reward and return the trajectories.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from grasp.env.environment import Episode, RetrievalEnvironment
@@ -47,7 +47,13 @@ class RolloutConfig:
     model continues, e.g. '<tool_call>\n{"name": "'. A format scaffold for tiny models; token-
     level policies only. Empty (no scaffold) for the paper's runs."""
 
+    max_episode_seconds: float = 0.0
+    """Wall-clock budget of an episode, in seconds from the start of its rollout; checked
+    before each turn, so a turn that starts in time runs to its end. 0: no limit (the
+    paper's runs). A hostile corpus or a slow backend must not hold an episode forever."""
+
     def __post_init__(self) -> None:
+        check_range("rollout.max_episode_seconds", self.max_episode_seconds, low=0)
         # The sampling settings are checked here, where their place in the config is known
         # (a judge builds its own SamplingConfig from judge.max_new_tokens).
         check_range("rollout.group_size", self.group_size, low=1)
@@ -92,14 +98,17 @@ class RolloutEngine:
         policy: Policy | None,
         config: RolloutConfig,
         chat: ChatTokenizer | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``chat`` enables token bookkeeping (needed for training); without it,
         episodes carry messages only (evaluation of chat-level policies). ``policy`` None:
-        each ``run`` names its policy (training plays the trainer's current weights)."""
+        each ``run`` names its policy (training plays the trainer's current weights).
+        ``clock`` (seconds) measures ``max_episode_seconds``; tests pass a fake one."""
         self.env = env
         self.policy = policy
         self.config = config
         self.chat = chat
+        self.clock = clock
         self._seed = config.sampling.seed
         """The sampling seed of the run in progress (``run(seed=...)``)."""
 
@@ -128,8 +137,11 @@ class RolloutEngine:
             for si in range(g)
         ]
         traces = [self._new_trace(e) for e in episodes]
+        # Every episode of a batch starts here (reset above), so one start time serves all.
+        episodes_started = self.clock()
         while True:
             self._stop_full_contexts(episodes, traces)
+            self._stop_late_episodes(episodes, episodes_started)
             turn = [(e, trace) for e, trace in zip(episodes, traces, strict=True) if not e.done]
             if not turn:
                 break
@@ -162,6 +174,14 @@ class RolloutEngine:
             if not episode.done and trace is not None:
                 if trace.length >= self.config.max_context_tokens:
                     self.env.stop(episode, StopReason.TOKEN_BUDGET)
+
+    def _stop_late_episodes(self, episodes: Sequence[Episode], started: float) -> None:
+        """Stop (wall_clock_budget) every running episode past ``max_episode_seconds``."""
+        budget = self.config.max_episode_seconds
+        if budget <= 0 or self.clock() - started < budget:
+            return
+        for episode in episodes:
+            self.env.stop(episode, StopReason.WALL_CLOCK_BUDGET)
 
     def _generate(
         self, policy: Policy, turn: Sequence[Running], turn_number: int

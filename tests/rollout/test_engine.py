@@ -238,3 +238,42 @@ def test_a_run_seed_replaces_the_configured_one_for_that_run_only(env, tiny_ques
     engine.run(tiny_questions[:1], seed=1000)
     engine.run(tiny_questions[:1])
     assert seeds == [1001, 1002, 8, 9]
+
+
+class StepClock:
+    """A fake clock: each reading is ``step`` seconds after the one before."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.now = step, 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_the_wall_clock_budget_stops_an_episode_with_its_stop_reason(env, tiny_questions):
+    # Readings: start 10, before turn 1 at 20 (10 s elapsed: runs), before turn 2 at 30
+    # (20 s elapsed, past 15): both episodes stop after exactly one turn.
+    search = tool_call_text("keyword_search", query="Marie Curie")
+    policy = ScriptedPolicy(lambda request: search)
+    config = RolloutConfig(max_episode_seconds=15.0)
+    engine = RolloutEngine(env, policy, config, clock=StepClock(10.0))
+    batch = engine.run(tiny_questions[:2])
+    assert [t.stop_reason for t in batch.trajectories] == [StopReason.WALL_CLOCK_BUDGET] * 2
+    assert [t.turns_used for t in batch.trajectories] == [1, 1]
+    assert batch.timings.turns == 1
+
+
+def test_no_wall_clock_budget_by_default(env, tiny_questions):
+    search = tool_call_text("keyword_search", query="Marie Curie")
+    engine = RolloutEngine(
+        env, ScriptedPolicy(lambda r: search), RolloutConfig(), clock=StepClock(1e6)
+    )
+    batch = engine.run(tiny_questions[:1])
+    assert batch.trajectories[0].stop_reason is StopReason.TURN_BUDGET
+    assert batch.trajectories[0].turns_used == 5
+
+
+def test_a_negative_wall_clock_budget_is_refused():
+    with pytest.raises(ValueError, match="rollout.max_episode_seconds must be at least 0"):
+        RolloutConfig(max_episode_seconds=-1.0)

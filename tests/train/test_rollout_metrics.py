@@ -119,6 +119,7 @@ def test_rollout_metrics_of_a_scripted_rollout():
             "stop/token_budget": 0.0,
             "stop/no_tool_call": 1 / 6,
             "stop/generation_error": 1 / 6,
+            "stop/wall_clock_budget": 0.0,
         },
         abs=1e-12,
     )
