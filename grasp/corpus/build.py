@@ -68,6 +68,7 @@ from grasp.corpus.manifest import (
     library_versions,
     stable_hash,
 )
+from grasp.corpus.near_duplicates import NearDuplicateConfig, NearDuplicateFilter
 from grasp.types import Granularity, Question, StrEnum, check_range, parse_enum
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,10 @@ class IndexConfig:
     """Which unit levels to index: sentence (GRASP's tools) and/or paragraph (ablations)."""
     prepend_title: bool = True
     """Index each sentence as "title: sentence" (the reader still sees the bare sentence)."""
+    near_duplicates: NearDuplicateConfig = field(default_factory=NearDuplicateConfig)
+    """MinHash near-duplicate detection at build (grasp/corpus/near_duplicates.py); off by
+    default. When on, near-duplicate paragraphs are stored once, and the manifest says how
+    many were dropped."""
     shard_size: int = 50_000
     """Texts per resumable encoding shard, and per BM25 tokenization batch."""
     verify: str = VerifyMode.CHECKSUM.value
@@ -147,14 +152,20 @@ class IndexConfig:
         check_range("index.shard_size", self.shard_size, low=1)
         if isinstance(self.fusion, dict):  # as rebuilt from JSON (the retrieval client)
             self.fusion = FusionConfig(**self.fusion)
+        if isinstance(self.near_duplicates, dict):
+            self.near_duplicates = NearDuplicateConfig(**self.near_duplicates)
 
     def checksums(self) -> bool:
         """Whether files are checked by checksum (``verify``, checked again if reassigned)."""
         return parse_enum(VerifyMode, self.verify, "index.verify") is VerifyMode.CHECKSUM
 
     def build_fields(self) -> dict[str, Any]:
-        """The settings that change what is built (not how it is searched)."""
-        return {
+        """The settings that change what is built (not how it is searched).
+
+        Near-duplicate detection is named only when it is on: indexes built before it
+        existed keep their build key and still match a configuration that leaves it off.
+        """
+        fields = {
             "encoder": {
                 "model": self.encoder.model,
                 "dtype": self.encoder.dtype,
@@ -166,6 +177,9 @@ class IndexConfig:
             "granularities": list(self.granularities),
             "prepend_title": self.prepend_title,
         }
+        if self.near_duplicates.enabled:
+            fields["near_duplicates"] = asdict(self.near_duplicates)
+        return fields
 
 
 def config_from_manifest(build_fields: dict[str, Any], where: Path) -> IndexConfig:
@@ -178,6 +192,14 @@ def config_from_manifest(build_fields: dict[str, Any], where: Path) -> IndexConf
         granularities=list(build_fields["granularities"]),
         prepend_title=build_fields["prepend_title"],
     )
+    if "near_duplicates" in build_fields:
+        try:
+            config.near_duplicates = NearDuplicateConfig(**build_fields["near_duplicates"])
+        except (TypeError, ValueError) as error:
+            raise ManifestError(
+                f"{where}: field config.near_duplicates is not a near-duplicate setting "
+                f"({error}); rebuild the index"
+            ) from None
     for group in ("encoder", "dense", "bm25"):
         settings = getattr(config, group)
         for name, value in build_fields[group].items():
@@ -262,7 +284,11 @@ def build_index(
     granularities = [Granularity(g) for g in config.granularities]
     started = time.perf_counter()
     stages = _Stages(on_stage)
+    near = None
     with stages("corpus"):
+        if config.near_duplicates.enabled:
+            near = NearDuplicateFilter(config.near_duplicates)
+            questions = near.questions(questions)
         corpus = SentenceCorpus.from_questions(questions)
         fingerprint = corpus.fingerprint()
     build_key = stable_hash({"corpus": fingerprint, "config": config.build_fields()})
@@ -309,6 +335,7 @@ def build_index(
             "num_paragraphs": corpus.num_paragraphs,
             "num_questions": corpus.num_questions,
             "source": source or {},
+            **({"near_duplicates": near.report()} if near is not None else {}),
         },
         dimension=dimension,
         files=described,
