@@ -23,6 +23,7 @@ from grasp.corpus.build import IndexConfig
 from grasp.data import DataSource, default_normalized_path
 from grasp.env.environment import EnvConfig
 from grasp.eval.ablation import Ablation, sweep_variants
+from grasp.eval.adversarial import ExhaustionConfig, InjectionConfig, PoisoningConfig
 from grasp.eval.baseline_table import Baseline
 from grasp.eval.judge import JudgeConfig
 from grasp.models import ModelConfig
@@ -427,6 +428,54 @@ def _hydra_mode(compare: str) -> str:
     return "RUN" if compare == CompareMode.ONLY else "MULTIRUN"
 
 
+@dataclass
+class RobustnessConfig:
+    """scripts/robustness.py: a policy on clean and adversarial corpora of one dev set."""
+
+    dataset: str = "hotpotqa"
+    """The dataset whose dev questions are sampled and attacked."""
+    data_dir: str | None = None
+    """Folder of normalized <dataset>/<split>.jsonl files; default the bundled data/."""
+    split: str = "dev"
+    """Split of the dataset."""
+    n: int = 20
+    """Questions sampled (seeded); their pooled paragraphs are the clean corpus."""
+    seed: int = 42
+    """Sampling seed of the questions."""
+    attack_seed: int = 0
+    """Seed of the adversarial corpora (canary answers, injection kinds, copies)."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings of every corpus (near_duplicates: that of all runs but the detection run)."""
+    index_root: str | None = None
+    """Folder of the suite's indexes, one per corpus; default indexes/robustness/."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Tools, top-K, turn budget, search scope (the exhaustion runs set their own turns)."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Who acts: scripted, hf, vllm or openai."""
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    """A baseline wrapping the policy as its backend; none: the policy acts."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Sampling, context budget (the exhaustion runs set their own budgets)."""
+    injection: InjectionConfig = field(default_factory=InjectionConfig)
+    """The injection payloads."""
+    poisoning: PoisoningConfig = field(default_factory=PoisoningConfig)
+    """Copies per question and the detection threshold."""
+    exhaustion: ExhaustionConfig = field(default_factory=ExhaustionConfig)
+    """The budgets of the exhaustion runs."""
+    batch_questions: int = 64
+    """Questions rolled out together."""
+    out: str | None = None
+    """Output folder (robustness.json, robustness.md, one subfolder per run); default
+    runs/robustness/<policy kind>."""
+    threads: int = 0
+    """CPU threads for torch and FAISS; 0: every core this process may run on."""
+
+    def __post_init__(self) -> None:
+        self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
+        check_range("n", self.n, low=1)
+        check_range("batch_questions", self.batch_questions, low=1)
+
+
 def dataset_path(dataset: DatasetConfig, split: str) -> Path:
     """The file a dataset config reads: its ``path`` or the bundled default."""
     if dataset.path:
@@ -453,6 +502,7 @@ def register_configs() -> None:
     store.store(name="build_index_schema", node=BuildIndexConfig)
     store.store(name="eval_retrieval_schema", node=EvalRetrievalConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
+    store.store(name="robustness_schema", node=RobustnessConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="bench_threads_schema", node=BenchThreadsConfig)
     store.store(name="bench_adapters_schema", node=BenchAdaptersConfig)

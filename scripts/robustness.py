@@ -1,0 +1,39 @@
+"""The robustness suite: a policy on clean and adversarial corpora of the same dev questions.
+
+    python scripts/robustness.py policy=scripted                      # 20 HotpotQA dev questions
+    python scripts/robustness.py policy=hf n=3 out=runs/robustness/smoke
+    python scripts/robustness.py dataset=musique poisoning.copies=16 out=runs/robustness/musique
+
+A seed-42 sample of n dev questions; their pooled paragraphs are the clean corpus. The attacks
+are built from those questions at run time by seeded functions (grasp/eval/adversarial.py):
+injected instructions that name each question's entity, near-identical copies of a paragraph
+claiming a wrong answer (searched without and with near-duplicate detection at index build),
+and the questions with their evidence removed (ended by the turn, token and wall-clock budgets).
+Each run is evaluated into out/<run>/ over its own index under indexes/robustness/; then
+out/robustness.json and out/robustness.md: attack success rates, clean-vs-attacked EM/F1/recall,
+the copies' share of the top-K slots and the answer flips, and how every exhausted episode ended.
+The work is ``grasp.eval.robustness``.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from grasp.config import RobustnessConfig, register_configs, to_dataclass
+from grasp.eval.robustness import run_robustness
+from grasp.threads import set_threads
+
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="robustness")
+def main(cfg: DictConfig) -> None:
+    """Compose the config, then run the suite (``grasp.eval.robustness.run_robustness``)."""
+    config = to_dataclass(cfg, RobustnessConfig)
+    set_threads(config.threads)
+    run_robustness(config)
+
+
+if __name__ == "__main__":
+    main()
