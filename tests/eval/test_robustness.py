@@ -13,11 +13,10 @@ from grasp.corpus.near_duplicates import NearDuplicateConfig
 from grasp.data import write_normalized
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.eval.adversarial import inject, poison
-from grasp.eval.robustness import (
-    RunName,
+from grasp.eval.robustness import RunName, run_robustness
+from grasp.eval.robustness_metrics import (
     answer_flips,
     attack_success,
-    run_robustness,
     same_call,
     stop_reason_shares,
     top_k_share,
