@@ -5,7 +5,7 @@
 A seeded sample of ``config.n`` dev questions; their pooled paragraphs are the clean corpus,
 and ``grasp.eval.adversarial`` adds the attacks to it. Each run is an evaluation
 (``grasp.eval.policy_eval.evaluate_policy``) in its own folder ``<out>/<run>/``, over its own
-index under ``<index_root>/<dataset>-<split>/<run>/``:
+index under ``<index_root>/<dataset>-<split>/<corpus>/`` (the exhaustion runs share one):
 
 - ``clean``: the sample's own corpus;
 - ``injection``: plus one injected paragraph per question. Attack success: the episode
@@ -84,6 +84,8 @@ class RunSetting:
     env: EnvConfig
     rollout: RolloutConfig
     index: IndexConfig
+    corpus: str
+    """The name of its index folder: the exhaustion runs share one corpus, and one index."""
 
 
 @dataclass
@@ -135,13 +137,27 @@ def run_settings(config: RobustnessConfig, sample: list[Question]) -> list[RunSe
     )
     env, rollout, index = config.env, config.rollout, config.index
     return [
-        RunSetting(RunName.CLEAN, sample, sample, env, rollout, index),
-        RunSetting(RunName.INJECTION, attack.questions, sample, env, rollout, index),
-        RunSetting(RunName.POISONING, poisoned.questions, sample, env, rollout, index),
-        RunSetting(RunName.POISONING_DETECTED, poisoned.questions, sample, env, rollout, detection),
-        RunSetting(RunName.EXHAUSTION_TURNS, exhausted, exhausted, turns, rollout, index),
-        RunSetting(RunName.EXHAUSTION_TOKENS, exhausted, exhausted, turns, tokens, index),
-        RunSetting(RunName.EXHAUSTION_WALL_CLOCK, exhausted, exhausted, turns, wall, index),
+        RunSetting(RunName.CLEAN, sample, sample, env, rollout, index, "clean"),
+        RunSetting(RunName.INJECTION, attack.questions, sample, env, rollout, index, "injection"),
+        RunSetting(RunName.POISONING, poisoned.questions, sample, env, rollout, index, "poisoning"),
+        RunSetting(
+            RunName.POISONING_DETECTED,
+            poisoned.questions,
+            sample,
+            env,
+            rollout,
+            detection,
+            "poisoning_detected",
+        ),
+        RunSetting(
+            RunName.EXHAUSTION_TURNS, exhausted, exhausted, turns, rollout, index, "exhaustion"
+        ),
+        RunSetting(
+            RunName.EXHAUSTION_TOKENS, exhausted, exhausted, turns, tokens, index, "exhaustion"
+        ),
+        RunSetting(
+            RunName.EXHAUSTION_WALL_CLOCK, exhausted, exhausted, turns, wall, index, "exhaustion"
+        ),
     ]
 
 
@@ -159,23 +175,15 @@ class Suite:
 
     def run(self, setting: RunSetting) -> RunOutput | None:
         """One run (None: the token-budget run of a policy without a token trace)."""
+        if setting.name is RunName.EXHAUSTION_TOKENS and self.built and self.built.chat is None:
+            return None
         check_top_k(setting.env, setting.corpus_questions)
-        source = {
-            "dataset": str(self.config.dataset),
-            "split": self.config.split,
-            "run": str(setting.name),
-        }
-        index = open_index(
-            setting.index,
-            self.index_dir / str(setting.name),
-            setting.corpus_questions,
-            source=source,
-        )
+        source = {"dataset": str(self.config.dataset), "split": self.config.split}
+        directory = self.index_dir / setting.corpus
+        index = open_index(setting.index, directory, setting.corpus_questions, source=source)
         env = RetrievalEnvironment(index, setting.env)
         if self.built is None:
             self.built = build_baseline_policy(self.config.baseline, self.config.policy, env)
-        if setting.name is RunName.EXHAUSTION_TOKENS and self.built.chat is None:
-            return None
         engine = RolloutEngine(env, self.built.policy, setting.rollout, chat=self.built.chat)
         fingerprint = {
             "run": str(setting.name),
@@ -192,12 +200,7 @@ class Suite:
             "policy": dataclasses.asdict(self.config.policy),
             "baseline": dataclasses.asdict(self.config.baseline),
         }
-        log.info(
-            "%s: %d questions, index %s",
-            setting.name,
-            len(setting.questions),
-            self.index_dir / str(setting.name),
-        )
+        log.info("%s: %d questions, index %s", setting.name, len(setting.questions), directory)
         output = evaluate_policy(
             engine,
             setting.questions,
