@@ -227,7 +227,7 @@ class RetrievalEnvironment:
             episode.answer = turn.reasoning
             episode.terminate(StopReason.NO_TOOL_CALL)
             return None
-        episode.record_error(kind.value)
+        episode.record_error(kind)
         return observations.format_error(turn.error.message, self.config.max_observation_chars)
 
     def _finish_turn(self, episode: Episode, observation: str | None) -> str | None:

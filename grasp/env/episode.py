@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grasp.types import EpisodeEvidence, Question, StopReason, StrEnum
+from grasp.types import EpisodeEvidence, Question, RefusalKind, StopReason, StrEnum, TurnError
 
 if TYPE_CHECKING:
     from grasp.env.parser import ToolCall
 
-INVALID_CALL = "invalid_call"
+INVALID_CALL = RefusalKind.INVALID_CALL
 """The error of a well-formed call that its tool refused (an id never shown, say)."""
 
 
@@ -40,8 +40,8 @@ class TurnRecord:
     text: str
     call: dict[str, Any] | None = None
     """{"name": ..., "arguments": {...}} of a valid call."""
-    error: str | None = None
-    """ParseErrorKind value, or INVALID_CALL for a well-formed call the environment refused."""
+    error: TurnError | None = None
+    """A ParseErrorKind, or INVALID_CALL for a well-formed call the environment refused."""
     observation: str | None = None
     hits: list[dict[str, Any]] = field(default_factory=list)
     """Provenance of each hit: sentence_id, paragraph_id, score."""
@@ -103,6 +103,7 @@ class Episode:
     shown_paragraph_ids: set[int] = field(default_factory=set)
     tool_calls: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
+    """Invalid turns by TurnError."""
     extra: dict[str, Any] = field(default_factory=dict)
     """What the policy reported about the episode (a baseline's route...), for the trajectory."""
 
@@ -127,8 +128,8 @@ class Episode:
         self.turns[-1].call = {"name": call.name.value, "arguments": dict(call.arguments)}
         self.tool_calls[call.name.value] += 1
 
-    def record_error(self, kind: str) -> None:
-        """Mark the current turn invalid with ``kind`` (a ParseErrorKind value, INVALID_CALL)."""
+    def record_error(self, kind: TurnError) -> None:
+        """Mark the current turn invalid with ``kind`` (a ParseErrorKind, INVALID_CALL)."""
         self.turns[-1].error = kind
         self.errors[kind] += 1
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grasp.env.tool_specs import ParamSpec, ToolSpec
-from grasp.types import StrEnum, ToolName
+from grasp.types import ParseErrorKind, ToolName
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -52,21 +52,6 @@ _DIGITS = re.compile(r"[+-]?[0-9]+")
 # Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
 _MAX_ID_DIGITS = 18
 _KNOWN_TOOLS = frozenset(t.value for t in ToolName)
-
-
-class ParseErrorKind(StrEnum):
-    """Why a turn's text did not yield a runnable tool call."""
-
-    NO_TOOL_CALL = "no_tool_call"
-    MALFORMED_JSON = "malformed_json"
-    UNKNOWN_TOOL = "unknown_tool"
-    TOOL_NOT_ALLOWED = "tool_not_allowed"
-    """A real ToolName that this episode does not offer."""
-    MISSING_ARGUMENT = "missing_argument"
-    UNEXPECTED_ARGUMENT = "unexpected_argument"
-    INVALID_ARGUMENT = "invalid_argument"
-    MULTIPLE_TOOL_CALLS = "multiple_tool_calls"
-    UNCLOSED_TOOL_CALL = "unclosed_tool_call"
 
 
 @dataclass(frozen=True)

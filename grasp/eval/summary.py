@@ -29,6 +29,7 @@ from grasp.eval.results import (
 )
 from grasp.metrics import all_gold_found, bootstrap_ci, macro_bootstrap_ci, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
+from grasp.types import RefusalKind, is_parse_error
 
 MEAN_METRICS = (
     "em",
@@ -52,14 +53,18 @@ class EventCounts:
     tool_calls: Counter
     """Valid calls by tool name."""
     errors: Counter
-    """Refused turns by parse-error kind (and "invalid_call")."""
+    """Invalid turns by ``TurnError``: parse errors and refused calls."""
     stops: Counter
     """Episodes by stop reason."""
     turns: int
 
     @property
     def parse_errors(self) -> int:
-        return sum(v for k, v in self.errors.items() if k != "invalid_call")
+        return sum(v for k, v in self.errors.items() if is_parse_error(k))
+
+    @property
+    def invalid_calls(self) -> int:
+        return self.errors[RefusalKind.INVALID_CALL]
 
 
 def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
@@ -172,7 +177,7 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         reward_ci={k: _interval([r[k] for r in rewards]) for k in reward_keys},
         tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},
         parse_error_rate=counts.parse_errors / max(turns, 1),
-        invalid_call_rate=counts.errors["invalid_call"] / max(turns, 1),
+        invalid_call_rate=counts.invalid_calls / max(turns, 1),
         errors=dict(sorted(counts.errors.items())),
         stop_reasons={k: v / n for k, v in sorted(counts.stops.items())},
         turns_per_episode=turns / n,

@@ -4,9 +4,9 @@
 gold, each turn's text, parsed call (or error) and observation, the stop reason, the
 retrieval evidence, the reward breakdown and, optionally, the token ids and mask.
 
-In memory the fields are typed (``TurnRecord``, ``StopReason``, ``RewardBreakdown``); only
-``to_json`` flattens them (the reward to its ``area/name`` keys), and ``from_json`` reads
-them back, so that the file format stays what it has always been.
+In memory the fields are typed (``TurnRecord``, ``TurnError``, ``StopReason``,
+``RewardBreakdown``); only ``to_json`` flattens them (the reward to its ``area/name`` keys),
+and ``from_json`` reads them back, so that the file format stays what it has always been.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from grasp.env.episode import Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
-from grasp.types import EpisodeEvidence, StopReason
+from grasp.types import EpisodeEvidence, StopReason, TurnError, parse_turn_error
 
 
 @dataclass
@@ -45,7 +45,8 @@ class Trajectory:
     keyword_paragraph_ids: list[int]
     read_paragraph_ids: list[int]
     tool_calls: dict[str, int]
-    errors: dict[str, int]
+    errors: dict[TurnError, int]
+    """Invalid turns by kind (``Episode.errors``)."""
     reward: RewardBreakdown
     """Written as ``RewardBreakdown.as_dict()``: reward/R_A ... reward/total, answer/em|f1."""
     generated_tokens: int = 0
@@ -114,6 +115,9 @@ class Trajectory:
         """The JSON object of one ``trajectories.jsonl`` line (keys in field order)."""
         data = asdict(self)
         data["stop_reason"] = str(self.stop_reason)
+        for turn in data["turns"]:
+            turn["error"] = None if turn["error"] is None else str(turn["error"])
+        data["errors"] = {str(kind): count for kind, count in self.errors.items()}
         data["reward"] = self.reward.as_dict()
         data.pop("tokens")
         if include_tokens and self.tokens is not None:
@@ -127,12 +131,20 @@ class Trajectory:
         data = dict(data)
         tokens = data.pop("tokens", None)
         try:
-            data["turns"] = [TurnRecord(**turn) for turn in data["turns"]]
+            data["turns"] = [_turn_record(turn) for turn in data["turns"]]
+            data["errors"] = {parse_turn_error(k): v for k, v in data["errors"].items()}
             data["stop_reason"] = StopReason(data["stop_reason"])
             data["reward"] = RewardBreakdown.from_dict(data["reward"])
         except (KeyError, ValueError, AttributeError) as error:
             raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
+
+
+def _turn_record(data: dict[str, Any]) -> TurnRecord:
+    turn = TurnRecord(**data)
+    if turn.error is not None:
+        turn.error = parse_turn_error(turn.error)
+    return turn
 
 
 def write_trajectories(
