@@ -513,6 +513,7 @@ class BenchRetrievalConfig:
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)
 
 
 @dataclass
@@ -583,6 +584,7 @@ class BenchServeConfig:
     def __post_init__(self) -> None:
         self.retrievers = [parse_enum(Retriever, r, "retrievers") for r in self.retrievers]
         self.granularity = parse_enum(Granularity, self.granularity, "granularity")
+        check_range("k", self.k, low=1)
 
 
 @dataclass
@@ -620,3 +622,4 @@ class BenchBuildConfig:
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)

@@ -17,6 +17,9 @@ from hydra import compose, initialize_config_dir
 
 from grasp.config import (
     LOG_LEVELS,
+    BenchBuildConfig,
+    BenchRetrievalConfig,
+    BenchServeConfig,
     BuildIndexConfig,
     EvalRetrievalConfig,
     EvaluateConfig,
@@ -38,6 +41,9 @@ SCHEMAS = {
     "eval_retrieval": EvalRetrievalConfig,
     "prepare_data": PrepareDataConfig,
     "serve_retrieval": ServeRetrievalConfig,
+    "bench_retrieval": BenchRetrievalConfig,
+    "bench_build": BenchBuildConfig,
+    "bench_serve": BenchServeConfig,
 }
 REQUIRED = {"prepare_data": ["dataset=hotpotqa", "out=x.jsonl"], "serve_retrieval": ["index_dir=x"]}
 
@@ -79,6 +85,9 @@ BAD = [
     ("evaluate", "show=-1", "show"),
     ("eval_retrieval", "n=0", "n"),
     ("eval_retrieval", "k=0", "k"),
+    ("bench_retrieval", "k=0", "k"),
+    ("bench_build", "k=0", "k"),
+    ("bench_serve", "k=0", "k"),
     ("prepare_data", "n=0", "n"),
     ("train", "grpo.beta=-1", "grpo.beta"),
     ("train", "grpo.learning_rate=-1e-4", "grpo.learning_rate"),
