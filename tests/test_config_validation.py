@@ -100,10 +100,13 @@ BAD = [
     ("train", "eval_questions=0", "eval_questions"),
     ("train", "trajectories_every=-1", "trajectories_every"),
     ("train", "experiment=cpu_grasp save_every=0", "save_every"),
+    ("train", "grpo.dynamic_sampling.max_rounds=0", "grpo.dynamic_sampling.max_rounds"),
     ("serve_retrieval", "log_level=loud", "log_level"),
     ("serve_retrieval", "port=70000", "port"),
     ("serve_retrieval", "port=0", "port"),
     ("serve_retrieval", "keep_alive_s=-1", "keep_alive_s"),
+    ("serve_retrieval", "service.max_k=0", "service.max_k"),
+    ("bench_serve", "service.max_wait_ms=-1", "service.max_wait_ms"),
 ]
 
 
