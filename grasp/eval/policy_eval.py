@@ -223,7 +223,9 @@ def evaluate_policy(
         if judge is not None:
             scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
         summary = summarize(trajectories, scores)
-        ladder = ladder_section(trajectories, engine.env.index.corpus.paragraph_text)
+        corpus = engine.env.index.corpus
+        supporting = scores.supporting_sentence_ids
+        ladder = ladder_section(trajectories, corpus.paragraph_text, supporting=supporting)
         dataset = DatasetResults(
             **summary.summary_fields(),
             scoring_time_s=time.perf_counter() - scoring_started,
@@ -327,7 +329,8 @@ def rollout_time(path: Path, wanted: set[str]) -> LoggedTime:
 def score_episodes(
     corpus: SentenceCorpus, questions: Sequence[Question], trajectories: Sequence[Trajectory]
 ) -> EpisodeScores:
-    """Supporting-sentence recall of every episode whose question has sentence-level facts."""
+    """Supporting-sentence recall of every episode whose question has sentence-level facts
+    (and those facts' sentence ids, against which citations are scored)."""
     by_id = {q.question_id: q for q in questions}
     scores = EpisodeScores()
     for t in trajectories:
@@ -338,6 +341,7 @@ def score_episodes(
         # The set recall of grasp.metrics, over sentence ids instead of paragraph ids.
         scores.supporting_recall[t.episode_id] = paragraph_recall(seen, supporting.sentence_ids)
         scores.supporting_all_found[t.episode_id] = all_gold_found(seen, supporting.sentence_ids)
+        scores.supporting_sentence_ids[t.episode_id] = supporting.sentence_ids
     return scores
 
 
