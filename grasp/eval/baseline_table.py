@@ -196,6 +196,8 @@ def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return resolved.get("run_dir") is None
     if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
         return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
+    if key == "env.citations":  # off: answer's schema and the prompts as they were
+        return not resolved.get("env", {}).get("citations")
     return False
 
 

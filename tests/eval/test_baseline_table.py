@@ -274,6 +274,14 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     assert not is_finished(run_dir, later)  # recorded with other values: a difference
 
 
+def test_citations_added_since_an_evaluation_rerun_it_only_when_they_are_on(sweep):
+    run_dir = sweep / "direct"
+    write_results(run_dir, em=0.5)  # recorded before env.citations existed
+    assert is_finished(run_dir, {**config(run_dir), "env": {"citations": False}})
+    on = {**config(run_dir), "env": {"citations": True}}
+    assert unfinished_because(run_dir, on) == ["env.citations"]  # another answer schema
+
+
 def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
     run_dir = sweep / "crag"
     write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
