@@ -54,6 +54,7 @@ from grasp.eval.sweep import (
     escape_cell,
     flatten,
     markdown_table,
+    predates,
     read_failure,
     read_json,
     write_table_files,
@@ -174,31 +175,8 @@ def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -
     return [
         k
         for k in config_differences(recorded, resolved)
-        if k not in UNCOMPARED_FIELDS and not (k not in recorded_keys and _predates(k, resolved))
+        if k not in UNCOMPARED_FIELDS and not (k not in recorded_keys and predates(k, resolved))
     ]
-
-
-def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
-    """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
-    field is one whose value cannot have changed that evaluation's trajectories. A field
-    added since that can change them is a difference, and the baseline is evaluated again."""
-    if key.startswith("index.fusion."):
-        # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
-        # (single_step_hybrid fuses the environment's two searches itself).
-        return True
-    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
-        # Read by the self_rag and adaptive_self_rag policies only.
-        kind = resolved.get("baseline", {}).get("kind")
-        return kind not in ("self_rag", "adaptive_self_rag")
-    if key == "policy.adapters":
-        return not resolved.get("policy", {}).get("adapters")
-    if key == "stage":  # read with run_dir only
-        return resolved.get("run_dir") is None
-    if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
-        return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
-    if key == "env.citations":  # off: answer's schema and the prompts as they were
-        return not resolved.get("env", {}).get("citations")
-    return False
 
 
 # --- one row -------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from grasp.eval.results import (
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
 from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
-from grasp.eval.sweep import config_differences
+from grasp.eval.sweep import config_differences, flatten, predates
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
@@ -349,7 +349,8 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
     """Write ``config`` to ``path`` (atomically), or check it against the one written there.
 
     Raises ValueError naming the differing keys when the folder holds an evaluation with
-    another configuration, and naming the file when it is not a JSON object (cut short by
+    another configuration (a field added since it was written is none, at the value it ran
+    with: ``grasp.eval.sweep.predates``), and naming the file when it is not a JSON object (cut short by
     an older, non-atomic writer, or edited).
     """
     text = json.dumps(config, indent=2, sort_keys=True, default=str)
@@ -369,7 +370,13 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
             f"configuration. Choose another out=, or delete {path.name} if you know they "
             "were made with this configuration"
         )
-    differences = config_differences(written, json.loads(text))
+    written_keys = set(flatten(written))
+    wanted = json.loads(text)
+    differences = [  # a field added since, at the value the folder ran with, is no difference
+        key
+        for key in config_differences(written, wanted)
+        if key in written_keys or not predates(key, wanted)
+    ]
     if differences:
         raise ValueError(
             f"{path.parent} holds an evaluation with another configuration "

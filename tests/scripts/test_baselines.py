@@ -185,7 +185,7 @@ def sweep_command(sweep: Path) -> list[str]:
 def test_the_committed_baselines_are_finished_under_todays_configuration():
     """A config field added since results/baselines/hf ran must not make the sweep evaluate
     those baselines again (or refuse to resume into their folders): each field that cannot
-    have changed their trajectories is listed in grasp/eval/baseline_table.py's _predates."""
+    have changed their trajectories is listed in grasp/eval/sweep.py's predates."""
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true"],
         cwd=REPO_ROOT,
