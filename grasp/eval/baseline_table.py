@@ -26,7 +26,7 @@ without a rerun; its section shows the pooled shares.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from grasp.eval.context import (
     read_trajectories,
 )
 from grasp.eval.failures import FailureCode, failure_shares
+from grasp.eval.paired import PAIRED_METRICS, compare_folders, signed
 from grasp.eval.results import (
     NOT_RECORDED,
     DatasetResults,
@@ -303,6 +304,8 @@ class BaselineTable:
     rows: list[dict[str, Any]]
     context_counted: bool = False
     """Each dataset and the pooled questions have a context-tokens column."""
+    paired: list[dict[str, Any]] = field(default_factory=list)
+    """The paired differences of the compared rows (``paired_entry``), in the config's order."""
 
     @property
     def complete(self) -> bool:
@@ -339,6 +342,7 @@ class BaselineTable:
             "complete": self.complete,
             "provenance": self.provenance,
             "rows": rows,
+            "paired": self.paired,
         }
 
     def markdown(self) -> str:
@@ -354,11 +358,35 @@ def baseline_table(
     planned: Sequence[PlannedBaseline],
     datasets: Sequence[str],
     count: TokenCounter | None = None,
+    pairs: Sequence[Sequence[str]] = (),
 ) -> BaselineTable:
     """Read every planned baseline's folder; raise ValueError naming a malformed file.
-    ``count`` (text -> tokens) adds the context tokens per episode."""
+    ``count`` (text -> tokens) adds the context tokens per episode; ``pairs`` (row names
+    A, B) adds A minus B question by question (``paired_entry``)."""
     rows = [read_row(p, datasets, count) for p in planned]
-    return BaselineTable(sweep_dir, list(datasets), rows, context_counted=count is not None)
+    paired = [paired_entry(rows, datasets, a, b) for a, b in pairs]
+    return BaselineTable(
+        sweep_dir, list(datasets), rows, context_counted=count is not None, paired=paired
+    )
+
+
+def paired_entry(
+    rows: Sequence[Mapping[str, Any]], datasets: Sequence[str], a: str, b: str
+) -> dict[str, Any]:
+    """Row ``a`` minus row ``b`` on the questions both evaluated, per dataset and pooled
+    (``grasp/eval/paired.py``), from their trajectories; a note instead when either row is
+    not a finished row of this table."""
+    by_name = {r["baseline"]: r for r in rows}
+    entry: dict[str, Any] = {"a": a, "b": b, "note": None, "datasets": {}, "pooled": None}
+    absent = [n for n in (a, b) if by_name.get(n, {}).get("status") != RunStatus.FINISHED]
+    if absent:
+        entry["note"] = f"not compared: {', '.join(absent)} not a finished row of this table"
+        return entry
+    entry["labels"] = [by_name[a]["label"], by_name[b]["label"]]
+    folders = [Path(by_name[name]["run_dir"]) for name in (a, b)]
+    compared = compare_folders(*folders, datasets).as_json()
+    entry.update(datasets=compared["datasets"], pooled=compared["pooled"])
+    return entry
 
 
 def write_table(
@@ -366,9 +394,10 @@ def write_table(
     planned: Sequence[PlannedBaseline],
     datasets: Sequence[str],
     count: TokenCounter | None = None,
+    pairs: Sequence[Sequence[str]] = (),
 ) -> TableFiles:
     """Build the table and write table.json and table.md in ``sweep_dir``."""
-    table = baseline_table(sweep_dir, planned, datasets, count)
+    table = baseline_table(sweep_dir, planned, datasets, count, pairs)
     return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
 
 
@@ -410,9 +439,39 @@ def render_markdown(table: BaselineTable) -> str:
             for row in table.rows
         ]
         lines += markdown_table(header, cells)
+    lines += _paired_section(table)
     lines += _trigger_section(table)
     lines += _failure_section(table)
     return "\n".join(lines) + "\n"
+
+
+def _paired_section(table: BaselineTable) -> list[str]:
+    """A minus B, pooled, for each compared pair of rows; no pairs: no lines."""
+    if not table.paired:
+        return []
+    header = ["A", "B", "questions", *(f"{m} A − B" for m in PAIRED_METRICS), "EM higher A/B"]
+    cells = []
+    for entry in table.paired:
+        names = [f"`{entry['a']}`", f"`{entry['b']}`"]
+        pooled = entry["pooled"]
+        if pooled is None:
+            cells.append([*names, "—", *(["—"] * len(PAIRED_METRICS)), escape_cell(entry["note"])])
+            continue
+        differences = [signed(pooled[m]) for m in PAIRED_METRICS]
+        em = pooled["em"]
+        questions = str(em["questions"])
+        cells.append([*names, questions, *differences, f"{em['a_higher']}/{em['b_higher']}"])
+    return [
+        "",
+        "## paired differences (pooled)",
+        "",
+        "Row A minus row B on the questions both evaluated: the mean of the per-question "
+        "differences [95% paired-bootstrap interval, resampling questions]; an interval that "
+        "excludes 0 means the rows differ on these questions. EM higher A/B: questions on "
+        "which each row's answer is exact and the other's is not. Per dataset in table.json.",
+        "",
+        *markdown_table(header, cells),
+    ]
 
 
 def _trigger_section(table: BaselineTable) -> list[str]:
