@@ -33,6 +33,24 @@ class EpisodeStatus(StrEnum):
     TERMINATED = "terminated"
 
 
+@dataclass(frozen=True)
+class Citations:
+    """What an answer cited (``env.citations``): the sentence ids it rests on, and the
+    citations that named no sentence the episode was shown (``grasp.env.tools.Answer``)."""
+
+    sentence_ids: tuple[int, ...]
+    """Valid cited sentence ids, in the order given, each once; empty: the answer cited none."""
+    invalid: int = 0
+    """Citations left out: not an integer id, no such sentence, or never shown."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sentence_ids": list(self.sentence_ids), "invalid": self.invalid}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Citations:
+        return cls(tuple(int(s) for s in data["sentence_ids"]), int(data["invalid"]))
+
+
 @dataclass
 class TurnRecord:
     """One turn of an episode: what the policy wrote and what the environment answered."""
@@ -106,6 +124,8 @@ class Episode:
     """Invalid turns by TurnError."""
     extra: dict[str, Any] = field(default_factory=dict)
     """What the policy reported about the episode (a baseline's route...), for the trajectory."""
+    citations: Citations | None = None
+    """What the answer cited; None unless the episode answered with ``env.citations`` on."""
 
     @property
     def turns_used(self) -> int:

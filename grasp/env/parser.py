@@ -27,6 +27,9 @@ arguments, already coerced):
 - integer arguments: a JSON integer, an integral float (``12.0``), or a string of decimal
   digits (``"12"``, as small models often quote ids); negative is invalid. Booleans,
   fractional numbers and other strings are invalid.
+- array arguments (answer's ``citations``, offered with ``env.citations`` only): passed
+  through as given. The answer tool judges each citation (``grasp.env.tools.Answer``), so
+  that a bad citation is counted there and never costs the answer.
 
 The rollout must keep the closing ``</tool_call>`` in the generated text (with vLLM stop
 strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclosed.
@@ -228,7 +231,7 @@ def _coerce(spec: ToolSpec, arg: str, param: ParamSpec, value: Any, max_query_ch
         return _coerce_int(spec, arg, value)
     if param.json_type == "string":
         return _coerce_str(spec, arg, value, max_query_chars)
-    return value  # No tool has other types yet; pass them through unchecked.
+    return value  # arrays: judged by their tool (answer's citations; module docstring)
 
 
 def _coerce_int(spec: ToolSpec, arg: str, value: Any) -> int:

@@ -85,6 +85,9 @@ class EpisodeScores:
     """Fraction of supporting sentences seen; only episodes with sentence-level facts."""
     supporting_all_found: dict[str, float] = field(default_factory=dict)
     """1.0 when every supporting sentence was seen; the same episodes."""
+    supporting_sentence_ids: dict[str, frozenset[int]] = field(default_factory=dict)
+    """The supporting sentence ids of the same episodes' questions (citations are scored
+    against them, ``grasp.eval.citations``)."""
     verdicts: dict[str, JudgeResult] | None = None
     """The judge's verdicts; None when no judge is configured."""
 
@@ -95,6 +98,7 @@ class EpisodeScores:
         for part in parts:
             merged.supporting_recall.update(part.supporting_recall)
             merged.supporting_all_found.update(part.supporting_all_found)
+            merged.supporting_sentence_ids.update(part.supporting_sentence_ids)
         judged = [part.verdicts for part in parts]
         if judged and all(v is not None for v in judged):
             merged.verdicts = {k: v for part in judged if part for k, v in part.items()}

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.env.episode import Episode, TurnRecord, episode_evidence
+from grasp.env.episode import Citations, Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
 from grasp.types import EpisodeEvidence, StopReason, TurnError, parse_turn_error
@@ -54,6 +54,9 @@ class Trajectory:
     completion_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     """What the policy reported about the episode (a baseline's name, route, backend usage)."""
+    citations: Citations | None = None
+    """The answer's citations (``env.citations``); None, and absent from the JSON, when the
+    episode did not answer with citations on (every trajectory written before they existed)."""
     tokens: TokenTrace | None = field(default=None, repr=False)
 
     @classmethod
@@ -86,6 +89,7 @@ class Trajectory:
             prompt_tokens=len(trace.prompt_ids) if trace else 0,
             completion_tokens=len(trace.completion_ids) if trace else 0,
             extra=dict(episode.extra),
+            citations=episode.citations,
             tokens=trace,
         )
 
@@ -119,6 +123,10 @@ class Trajectory:
             turn["error"] = None if turn["error"] is None else str(turn["error"])
         data["errors"] = {str(kind): count for kind, count in self.errors.items()}
         data["reward"] = self.reward.as_dict()
+        if self.citations is None:  # files written before citations existed stay as they were
+            data.pop("citations")
+        else:
+            data["citations"] = self.citations.to_json()
         data.pop("tokens")
         if include_tokens and self.tokens is not None:
             data["tokens"] = asdict(self.tokens)
@@ -135,6 +143,8 @@ class Trajectory:
             data["errors"] = {parse_turn_error(k): v for k, v in data["errors"].items()}
             data["stop_reason"] = StopReason(data["stop_reason"])
             data["reward"] = RewardBreakdown.from_dict(data["reward"])
+            if data.get("citations") is not None:
+                data["citations"] = Citations.from_json(data["citations"])
         except (KeyError, ValueError, AttributeError) as error:
             raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
