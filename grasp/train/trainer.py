@@ -93,7 +93,6 @@ def validate_config(config: TrainConfig, world_size: int = 1) -> None:
         raise ValueError(
             "grpo.num_generations must be at least 2: GRPO compares samples in a group"
         )
-    grpo.dynamic_sampling.validate()
     if config.rollout.sampling.temperature <= 0:
         raise ValueError(
             "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "
