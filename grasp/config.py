@@ -249,6 +249,12 @@ class BaselinesConfig(EvaluateConfig):
     dry_run: bool = False
     """Print what the sweep would do with each row (skip it as finished, evaluate it and why,
     or leave it not run) and stop: nothing is evaluated or written."""
+    table_only: bool = False
+    """Rewrite table.json and table.md from the row folders as they are and stop: nothing is
+    evaluated (rebuilds a committed table; a row not finished says so)."""
+    paired: list[list[str]] = field(default_factory=list)
+    """Pairs of rows [A, B] compared question by question in the table: A minus B with a
+    paired-bootstrap interval (grasp/eval/paired.py). Names are baselines or trained rows."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -258,6 +264,17 @@ class BaselinesConfig(EvaluateConfig):
         if clashing:
             raise ValueError(f"trained: {clashing} are baseline names; name the rows otherwise")
         self.trained = {name: _trained_row(name, row) for name, row in self.trained.items()}
+        rows = {str(b) for b in Baseline} | set(self.trained)
+        for pair in self.paired:
+            if len(pair) != 2 or pair[0] == pair[1]:
+                raise ValueError(f"paired: {list(pair)} is not two different rows [A, B]")
+            unknown = [name for name in pair if name not in rows]
+            if unknown:
+                raise ValueError(
+                    f"paired: {unknown} name no row (baselines and trained rows: {sorted(rows)})"
+                )
+        if self.dry_run and self.table_only:
+            raise ValueError("dry_run and table_only: choose one (dry_run writes nothing)")
 
 
 def _trained_row(name: str, row: Any) -> TrainedRowConfig:
@@ -365,6 +382,20 @@ class ReportConfig:
     """HTML output path; default <run_dir>/report.html."""
     max_trajectories: int | None = None
     """Trajectories per set in the viewer (the first ones in file order); all when null."""
+
+
+@dataclass
+class PairedConfig:
+    """scripts/compare.py: evaluation A minus evaluation B, question by question."""
+
+    a: str = MISSING
+    """An evaluation's output folder (scripts/evaluate.py out=): <dataset>/trajectories.jsonl."""
+    b: str = MISSING
+    """The evaluation A is compared against, on the same questions."""
+    datasets: list[str] | None = None
+    """Datasets compared; null: every dataset both folders hold."""
+    out: str | None = None
+    """JSON file to write the comparison to (its markdown is printed); null: print only."""
 
 
 class CompareMode(StrEnum):
@@ -514,6 +545,7 @@ def register_configs() -> None:
     store.store(name="serve_retrieval_schema", node=ServeRetrievalConfig)
     store.store(name="bench_serve_schema", node=BenchServeConfig)
     store.store(name="report_schema", node=ReportConfig)
+    store.store(name="compare_schema", node=PairedConfig)
     store.store(name="bench_train_step_schema", node=BenchTrainStepConfig)
     # configs/ablate.yaml: the sweep over the variants, and no sweep when it only compares.
     OmegaConf.register_new_resolver(
@@ -563,6 +595,7 @@ class BenchRetrievalConfig:
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)
 
 
 @dataclass
@@ -633,6 +666,7 @@ class BenchServeConfig:
     def __post_init__(self) -> None:
         self.retrievers = [parse_enum(Retriever, r, "retrievers") for r in self.retrievers]
         self.granularity = parse_enum(Granularity, self.granularity, "granularity")
+        check_range("k", self.k, low=1)
 
 
 @dataclass
@@ -670,3 +704,4 @@ class BenchBuildConfig:
 
     def __post_init__(self) -> None:
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)

@@ -111,6 +111,50 @@ class StopReason(StrEnum):
     """The episode ran past ``rollout.max_episode_seconds`` (off by default)."""
 
 
+class ParseErrorKind(StrEnum):
+    """Why a turn's text did not yield a runnable tool call (``grasp.env.parser.parse_turn``
+    returns exactly these)."""
+
+    NO_TOOL_CALL = "no_tool_call"
+    MALFORMED_JSON = "malformed_json"
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    """A real ToolName that this episode does not offer."""
+    MISSING_ARGUMENT = "missing_argument"
+    UNEXPECTED_ARGUMENT = "unexpected_argument"
+    INVALID_ARGUMENT = "invalid_argument"
+    MULTIPLE_TOOL_CALLS = "multiple_tool_calls"
+    UNCLOSED_TOOL_CALL = "unclosed_tool_call"
+
+
+class RefusalKind(StrEnum):
+    """Why the environment refused a call that parsed: the turn errors that are not the
+    parser's."""
+
+    INVALID_CALL = "invalid_call"
+    """A well-formed call that its tool refused (an id never shown, say)."""
+
+
+TurnError = ParseErrorKind | RefusalKind
+"""Why a turn was invalid: the closed set of a turn's recorded error (``TurnRecord.error``)
+and of the keys of an episode's error counts. Parse-error rates count the ``ParseErrorKind``
+members, invalid-call rates ``RefusalKind.INVALID_CALL``."""
+
+_PARSE_ERRORS = frozenset(ParseErrorKind)
+
+
+def parse_turn_error(value: str) -> TurnError:
+    """The turn error a JSON string names; ValueError when it names none."""
+    if value in _PARSE_ERRORS:
+        return ParseErrorKind(value)
+    return RefusalKind(value)
+
+
+def is_parse_error(kind: str) -> bool:
+    """Whether ``kind`` is one of the parser's errors, not a refused call."""
+    return kind in _PARSE_ERRORS
+
+
 @dataclass(frozen=True)
 class Paragraph:
     """One context paragraph of a question, as the dataset gives it."""

@@ -32,7 +32,6 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, ServeRetrievalConfig)
     set_threads(config.threads)
-    config.service.validate()
     directory = Path(config.index_dir)
     log.info("loading %s", directory)
     index = CorpusIndex.load(directory, config.index).warm_up()

@@ -17,6 +17,9 @@ from hydra import compose, initialize_config_dir
 
 from grasp.config import (
     LOG_LEVELS,
+    BenchBuildConfig,
+    BenchRetrievalConfig,
+    BenchServeConfig,
     BuildIndexConfig,
     EvalRetrievalConfig,
     EvaluateConfig,
@@ -38,6 +41,9 @@ SCHEMAS = {
     "eval_retrieval": EvalRetrievalConfig,
     "prepare_data": PrepareDataConfig,
     "serve_retrieval": ServeRetrievalConfig,
+    "bench_retrieval": BenchRetrievalConfig,
+    "bench_build": BenchBuildConfig,
+    "bench_serve": BenchServeConfig,
 }
 REQUIRED = {"prepare_data": ["dataset=hotpotqa", "out=x.jsonl"], "serve_retrieval": ["index_dir=x"]}
 
@@ -79,6 +85,9 @@ BAD = [
     ("evaluate", "show=-1", "show"),
     ("eval_retrieval", "n=0", "n"),
     ("eval_retrieval", "k=0", "k"),
+    ("bench_retrieval", "k=0", "k"),
+    ("bench_build", "k=0", "k"),
+    ("bench_serve", "k=0", "k"),
     ("prepare_data", "n=0", "n"),
     ("train", "grpo.beta=-1", "grpo.beta"),
     ("train", "grpo.learning_rate=-1e-4", "grpo.learning_rate"),
@@ -91,10 +100,13 @@ BAD = [
     ("train", "eval_questions=0", "eval_questions"),
     ("train", "trajectories_every=-1", "trajectories_every"),
     ("train", "experiment=cpu_grasp save_every=0", "save_every"),
+    ("train", "grpo.dynamic_sampling.max_rounds=0", "grpo.dynamic_sampling.max_rounds"),
     ("serve_retrieval", "log_level=loud", "log_level"),
     ("serve_retrieval", "port=70000", "port"),
     ("serve_retrieval", "port=0", "port"),
     ("serve_retrieval", "keep_alive_s=-1", "keep_alive_s"),
+    ("serve_retrieval", "service.max_k=0", "service.max_k"),
+    ("bench_serve", "service.max_wait_ms=-1", "service.max_wait_ms"),
 ]
 
 

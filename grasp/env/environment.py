@@ -81,6 +81,9 @@ class EnvConfig:
     schemas_in_prompt: bool = True
     """Render the tools' JSON schemas through the chat template (about 600 tokens); when
     false, the system prompt lists the tools in one line each (for short CPU contexts)."""
+    citations: bool = False
+    """answer may take the ids of the sentences it rests on, scored against the supporting
+    facts; off in the paper's configuration (and then prompts and schemas are as without it)."""
 
     def __post_init__(self) -> None:
         # Enum-valued fields are typed str for Hydra (which matches enums by member name);
@@ -103,6 +106,11 @@ class EnvConfig:
         if not any(t in self.tools for t in SEARCH_TOOLS):
             raise ValueError(
                 "env.tools has no search tool: add semantic_search, keyword_search or search"
+            )
+        if self.citations and self.granularity is not Granularity.SENTENCE:
+            raise ValueError(
+                "env.citations cites sentence ids, which only sentence hits show: add "
+                "read_paragraph to env.tools or set env.citations=false"
             )
         if len(set(self.tools)) != len(self.tools):
             raise ValueError(f"env.tools lists a tool twice: {self.tools}")
@@ -136,11 +144,12 @@ class RetrievalEnvironment:
             )
         self.index = index
         self.config = config
-        self.specs = tool_specs(config.tools)
-        self.tool_schemas = [tool_schema(t, config.granularity) for t in config.tools]
-        self.system_prompt = observations.system_prompt([str(t) for t in config.tools])
+        citations = config.citations
+        self.specs = tool_specs(config.tools, citations)
+        self.tool_schemas = [tool_schema(t, config.granularity, citations) for t in config.tools]
+        self.system_prompt = observations.system_prompt([str(t) for t in config.tools], citations)
         if not config.schemas_in_prompt:
-            self.system_prompt += "\n\n" + compact_tool_list(config.tools)
+            self.system_prompt += "\n\n" + compact_tool_list(config.tools, citations)
         self.context = ToolContext(
             index=index,
             top_k=config.top_k,
@@ -148,6 +157,7 @@ class RetrievalEnvironment:
             question_scoped=config.scope is SearchScope.QUESTION,
             read_requires_retrieved=config.read_requires_retrieved,
             max_observation_chars=config.max_observation_chars,
+            citations=citations,
         )
 
     @property
@@ -227,7 +237,7 @@ class RetrievalEnvironment:
             episode.answer = turn.reasoning
             episode.terminate(StopReason.NO_TOOL_CALL)
             return None
-        episode.record_error(kind.value)
+        episode.record_error(kind)
         return observations.format_error(turn.error.message, self.config.max_observation_chars)
 
     def _finish_turn(self, episode: Episode, observation: str | None) -> str | None:

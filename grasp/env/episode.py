@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from grasp.types import EpisodeEvidence, Question, StopReason, StrEnum
+from grasp.types import EpisodeEvidence, Question, RefusalKind, StopReason, StrEnum, TurnError
 
 if TYPE_CHECKING:
     from grasp.env.parser import ToolCall
 
-INVALID_CALL = "invalid_call"
+INVALID_CALL = RefusalKind.INVALID_CALL
 """The error of a well-formed call that its tool refused (an id never shown, say)."""
 
 
@@ -33,6 +33,24 @@ class EpisodeStatus(StrEnum):
     TERMINATED = "terminated"
 
 
+@dataclass(frozen=True)
+class Citations:
+    """What an answer cited (``env.citations``): the sentence ids it rests on, and the
+    citations that named no sentence the episode was shown (``grasp.env.tools.Answer``)."""
+
+    sentence_ids: tuple[int, ...]
+    """Valid cited sentence ids, in the order given, each once; empty: the answer cited none."""
+    invalid: int = 0
+    """Citations left out: not an integer id, no such sentence, or never shown."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sentence_ids": list(self.sentence_ids), "invalid": self.invalid}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Citations:
+        return cls(tuple(int(s) for s in data["sentence_ids"]), int(data["invalid"]))
+
+
 @dataclass
 class TurnRecord:
     """One turn of an episode: what the policy wrote and what the environment answered."""
@@ -40,8 +58,8 @@ class TurnRecord:
     text: str
     call: dict[str, Any] | None = None
     """{"name": ..., "arguments": {...}} of a valid call."""
-    error: str | None = None
-    """ParseErrorKind value, or INVALID_CALL for a well-formed call the environment refused."""
+    error: TurnError | None = None
+    """A ParseErrorKind, or INVALID_CALL for a well-formed call the environment refused."""
     observation: str | None = None
     hits: list[dict[str, Any]] = field(default_factory=list)
     """Provenance of each hit: sentence_id, paragraph_id, score."""
@@ -103,8 +121,11 @@ class Episode:
     shown_paragraph_ids: set[int] = field(default_factory=set)
     tool_calls: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
+    """Invalid turns by TurnError."""
     extra: dict[str, Any] = field(default_factory=dict)
     """What the policy reported about the episode (a baseline's route...), for the trajectory."""
+    citations: Citations | None = None
+    """What the answer cited; None unless the episode answered with ``env.citations`` on."""
 
     @property
     def turns_used(self) -> int:
@@ -127,8 +148,8 @@ class Episode:
         self.turns[-1].call = {"name": call.name.value, "arguments": dict(call.arguments)}
         self.tool_calls[call.name.value] += 1
 
-    def record_error(self, kind: str) -> None:
-        """Mark the current turn invalid with ``kind`` (a ParseErrorKind value, INVALID_CALL)."""
+    def record_error(self, kind: TurnError) -> None:
+        """Mark the current turn invalid with ``kind`` (a ParseErrorKind, INVALID_CALL)."""
         self.turns[-1].error = kind
         self.errors[kind] += 1
 

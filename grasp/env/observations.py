@@ -32,11 +32,21 @@ _CLOSING = (
 )
 
 
-def system_prompt(tools: Sequence[str]) -> str:
-    """The task description, worded for the tools of the episode."""
+CITATIONS_HINT = (
+    "With your answer, give in citations the ids of the sentences it rests on, e.g. "
+    '{"answer": "...", "citations": [12, 40]}.'
+)
+"""The system prompt's last sentence when ``env.citations`` is on."""
+
+
+def system_prompt(tools: Sequence[str], citations: bool = False) -> str:
+    """The task description, worded for the tools of the episode (and, with ``citations``,
+    asking the answer for the sentence ids it rests on)."""
     if "read_paragraph" in tools:
-        return f"{_CORPUS}, split into sentences. {_CALL} {_SENTENCE_HITS} {_CLOSING}"
-    return f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"
+        prompt = f"{_CORPUS}, split into sentences. {_CALL} {_SENTENCE_HITS} {_CLOSING}"
+    else:
+        prompt = f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"
+    return f"{prompt} {CITATIONS_HINT}" if citations else prompt
 
 
 _LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")

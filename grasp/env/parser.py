@@ -27,6 +27,9 @@ arguments, already coerced):
 - integer arguments: a JSON integer, an integral float (``12.0``), or a string of decimal
   digits (``"12"``, as small models often quote ids); negative is invalid. Booleans,
   fractional numbers and other strings are invalid.
+- array arguments (answer's ``citations``, offered with ``env.citations`` only): passed
+  through as given. The answer tool judges each citation (``grasp.env.tools.Answer``), so
+  that a bad citation is counted there and never costs the answer.
 
 The rollout must keep the closing ``</tool_call>`` in the generated text (with vLLM stop
 strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclosed.
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grasp.env.tool_specs import ParamSpec, ToolSpec
-from grasp.types import StrEnum, ToolName
+from grasp.types import ParseErrorKind, ToolName
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -52,21 +55,6 @@ _DIGITS = re.compile(r"[+-]?[0-9]+")
 # Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
 _MAX_ID_DIGITS = 18
 _KNOWN_TOOLS = frozenset(t.value for t in ToolName)
-
-
-class ParseErrorKind(StrEnum):
-    """Why a turn's text did not yield a runnable tool call."""
-
-    NO_TOOL_CALL = "no_tool_call"
-    MALFORMED_JSON = "malformed_json"
-    UNKNOWN_TOOL = "unknown_tool"
-    TOOL_NOT_ALLOWED = "tool_not_allowed"
-    """A real ToolName that this episode does not offer."""
-    MISSING_ARGUMENT = "missing_argument"
-    UNEXPECTED_ARGUMENT = "unexpected_argument"
-    INVALID_ARGUMENT = "invalid_argument"
-    MULTIPLE_TOOL_CALLS = "multiple_tool_calls"
-    UNCLOSED_TOOL_CALL = "unclosed_tool_call"
 
 
 @dataclass(frozen=True)
@@ -243,7 +231,7 @@ def _coerce(spec: ToolSpec, arg: str, param: ParamSpec, value: Any, max_query_ch
         return _coerce_int(spec, arg, value)
     if param.json_type == "string":
         return _coerce_str(spec, arg, value, max_query_chars)
-    return value  # No tool has other types yet; pass them through unchecked.
+    return value  # arrays: judged by their tool (answer's citations; module docstring)
 
 
 def _coerce_int(spec: ToolSpec, arg: str, value: Any) -> int:

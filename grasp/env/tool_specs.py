@@ -11,6 +11,10 @@ Usage::
 
     schemas = [tool_schema(name, granularity) for name in tool_names]
     allowed = tool_specs(tool_names)  # for grasp.env.parser.parse_turn
+
+With ``citations`` (``env.citations``), answer's schema and spec come from its citing
+signature (an optional ``citations`` list of sentence ids); without, every schema is the one
+of the tool's plain signature.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ def _unwrap(text: str) -> str:
 
 
 @functools.cache
-def _schema(name: ToolName) -> dict:
-    function = TOOL_FUNCTIONS[name]
+def _schema(name: ToolName, citations: bool = False) -> dict:
+    function = TOOLS[name].signature_for(citations)
     schema = get_json_schema(function)
     # Docstrings are wrapped to the source's line length; the model should see flowing prose.
     body = schema["function"]
@@ -77,14 +81,17 @@ def _schema(name: ToolName) -> dict:
     return schema
 
 
-def tool_schema(name: ToolName | str, granularity: Granularity = Granularity.SENTENCE) -> dict:
+def tool_schema(
+    name: ToolName | str, granularity: Granularity = Granularity.SENTENCE, citations: bool = False
+) -> dict:
     """The ``{"type": "function", "function": {...}}`` schema of a tool, for ``tools=``.
 
     At paragraph granularity (no read_paragraph offered) a search says it returns whole
-    paragraphs. Returns a fresh copy, so callers may modify it.
+    paragraphs; with ``citations``, answer takes the sentence ids it rests on. Returns a
+    fresh copy, so callers may modify it.
     """
     tool = TOOLS[ToolName(name)]
-    schema = copy.deepcopy(_schema(tool.name))
+    schema = copy.deepcopy(_schema(tool.name, citations))
     if granularity is Granularity.PARAGRAPH and tool.paragraph_description is not None:
         schema["function"]["description"] = tool.paragraph_description
         schema["function"].setdefault("return", {})["description"] = PARAGRAPH_RETURNS
@@ -92,8 +99,8 @@ def tool_schema(name: ToolName | str, granularity: Granularity = Granularity.SEN
 
 
 @functools.cache
-def _tool_spec(name: ToolName) -> ToolSpec:
-    parameters = _schema(name)["function"]["parameters"]
+def _tool_spec(name: ToolName, citations: bool = False) -> ToolSpec:
+    parameters = _schema(name, citations)["function"]["parameters"]
     required = set(parameters.get("required", ()))
     params = {
         arg: ParamSpec(json_type=prop["type"], required=arg in required)
@@ -106,13 +113,14 @@ def _tool_spec(name: ToolName) -> ToolSpec:
     )
 
 
-def tool_specs(names: Iterable[ToolName | str]) -> dict[str, ToolSpec]:
-    """The specs of the given tools, keyed by tool name, in the given order (duplicates once).
+def tool_specs(names: Iterable[ToolName | str], citations: bool = False) -> dict[str, ToolSpec]:
+    """The specs of the given tools, keyed by tool name, in the given order (duplicates once);
+    with ``citations``, answer's takes its optional ``citations``.
 
     Raises ValueError on a name that is not a ToolName: that is a configuration error.
     """
     specs: dict[str, ToolSpec] = {}
     for name in names:
         tool = ToolName(name)
-        specs.setdefault(tool, _tool_spec(tool))
+        specs.setdefault(tool, _tool_spec(tool, citations))
     return specs

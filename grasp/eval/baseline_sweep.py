@@ -143,6 +143,11 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
     datasets = [str(d.name) for d in config.dataset_configs()]
     sweep_dir = Path(config.sweep_dir)
     count = token_counter(config) if config.context_tokens else None
+    pairs = config.paired
+    if config.table_only:
+        files = write_table(sweep_dir, planned, datasets, count, pairs)
+        print(files.markdown_path.read_text())
+        return
     failures = []
     for job, overrides in jobs:
         ran = True
@@ -153,8 +158,8 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
             failures.append(str(error))
         finally:
             if ran:  # rewritten after every evaluation: a long sweep shows its progress
-                write_table(sweep_dir, planned, datasets, count)
-    files = write_table(sweep_dir, planned, datasets, count)
+                write_table(sweep_dir, planned, datasets, count, pairs)
+    files = write_table(sweep_dir, planned, datasets, count, pairs)
     print(files.markdown_path.read_text())
     log.info("wrote %s and %s", files.markdown_path, files.json_path)
     if failures:

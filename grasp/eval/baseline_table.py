@@ -26,7 +26,7 @@ without a rerun; its section shows the pooled shares.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from grasp.eval.context import (
     read_trajectories,
 )
 from grasp.eval.failures import FailureCode, failure_shares
+from grasp.eval.paired import PAIRED_METRICS, compare_folders, signed
 from grasp.eval.results import (
     NOT_RECORDED,
     DatasetResults,
@@ -54,6 +55,7 @@ from grasp.eval.sweep import (
     escape_cell,
     flatten,
     markdown_table,
+    predates,
     read_failure,
     read_json,
     write_table_files,
@@ -174,33 +176,8 @@ def _mismatch(recorded: Mapping[str, Any], resolved: Mapping[str, Any] | None) -
     return [
         k
         for k in config_differences(recorded, resolved)
-        if k not in UNCOMPARED_FIELDS and not (k not in recorded_keys and _predates(k, resolved))
+        if k not in UNCOMPARED_FIELDS and not (k not in recorded_keys and predates(k, resolved))
     ]
-
-
-def _predates(key: str, resolved: Mapping[str, Any]) -> bool:
-    """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
-    field is one whose value cannot have changed that evaluation's trajectories. A field
-    added since that can change them is a difference, and the baseline is evaluated again."""
-    if key.startswith("index.fusion."):
-        # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
-        # (single_step_hybrid fuses the environment's two searches itself).
-        return True
-    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
-        # Read by the self_rag and adaptive_self_rag policies only.
-        kind = resolved.get("baseline", {}).get("kind")
-        return kind not in ("self_rag", "adaptive_self_rag")
-    if key == "policy.adapters":
-        return not resolved.get("policy", {}).get("adapters")
-    if key == "stage":  # read with run_dir only
-        return resolved.get("run_dir") is None
-    if key == "rollout.max_episode_seconds":  # 0 is no wall-clock budget, as it was
-        return not resolved.get("rollout", {}).get("max_episode_seconds")
-    if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
-        return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
-    if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
-        return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
-    return False
 
 
 # --- one row -------------------------------------------------------------------------------
@@ -327,6 +304,8 @@ class BaselineTable:
     rows: list[dict[str, Any]]
     context_counted: bool = False
     """Each dataset and the pooled questions have a context-tokens column."""
+    paired: list[dict[str, Any]] = field(default_factory=list)
+    """The paired differences of the compared rows (``paired_entry``), in the config's order."""
 
     @property
     def complete(self) -> bool:
@@ -363,6 +342,7 @@ class BaselineTable:
             "complete": self.complete,
             "provenance": self.provenance,
             "rows": rows,
+            "paired": self.paired,
         }
 
     def markdown(self) -> str:
@@ -378,11 +358,35 @@ def baseline_table(
     planned: Sequence[PlannedBaseline],
     datasets: Sequence[str],
     count: TokenCounter | None = None,
+    pairs: Sequence[Sequence[str]] = (),
 ) -> BaselineTable:
     """Read every planned baseline's folder; raise ValueError naming a malformed file.
-    ``count`` (text -> tokens) adds the context tokens per episode."""
+    ``count`` (text -> tokens) adds the context tokens per episode; ``pairs`` (row names
+    A, B) adds A minus B question by question (``paired_entry``)."""
     rows = [read_row(p, datasets, count) for p in planned]
-    return BaselineTable(sweep_dir, list(datasets), rows, context_counted=count is not None)
+    paired = [paired_entry(rows, datasets, a, b) for a, b in pairs]
+    return BaselineTable(
+        sweep_dir, list(datasets), rows, context_counted=count is not None, paired=paired
+    )
+
+
+def paired_entry(
+    rows: Sequence[Mapping[str, Any]], datasets: Sequence[str], a: str, b: str
+) -> dict[str, Any]:
+    """Row ``a`` minus row ``b`` on the questions both evaluated, per dataset and pooled
+    (``grasp/eval/paired.py``), from their trajectories; a note instead when either row is
+    not a finished row of this table."""
+    by_name = {r["baseline"]: r for r in rows}
+    entry: dict[str, Any] = {"a": a, "b": b, "note": None, "datasets": {}, "pooled": None}
+    absent = [n for n in (a, b) if by_name.get(n, {}).get("status") != RunStatus.FINISHED]
+    if absent:
+        entry["note"] = f"not compared: {', '.join(absent)} not a finished row of this table"
+        return entry
+    entry["labels"] = [by_name[a]["label"], by_name[b]["label"]]
+    folders = [Path(by_name[name]["run_dir"]) for name in (a, b)]
+    compared = compare_folders(*folders, datasets).as_json()
+    entry.update(datasets=compared["datasets"], pooled=compared["pooled"])
+    return entry
 
 
 def write_table(
@@ -390,9 +394,10 @@ def write_table(
     planned: Sequence[PlannedBaseline],
     datasets: Sequence[str],
     count: TokenCounter | None = None,
+    pairs: Sequence[Sequence[str]] = (),
 ) -> TableFiles:
     """Build the table and write table.json and table.md in ``sweep_dir``."""
-    table = baseline_table(sweep_dir, planned, datasets, count)
+    table = baseline_table(sweep_dir, planned, datasets, count, pairs)
     return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
 
 
@@ -434,9 +439,39 @@ def render_markdown(table: BaselineTable) -> str:
             for row in table.rows
         ]
         lines += markdown_table(header, cells)
+    lines += _paired_section(table)
     lines += _trigger_section(table)
     lines += _failure_section(table)
     return "\n".join(lines) + "\n"
+
+
+def _paired_section(table: BaselineTable) -> list[str]:
+    """A minus B, pooled, for each compared pair of rows; no pairs: no lines."""
+    if not table.paired:
+        return []
+    header = ["A", "B", "questions", *(f"{m} A − B" for m in PAIRED_METRICS), "EM higher A/B"]
+    cells = []
+    for entry in table.paired:
+        names = [f"`{entry['a']}`", f"`{entry['b']}`"]
+        pooled = entry["pooled"]
+        if pooled is None:
+            cells.append([*names, "—", *(["—"] * len(PAIRED_METRICS)), escape_cell(entry["note"])])
+            continue
+        differences = [signed(pooled[m]) for m in PAIRED_METRICS]
+        em = pooled["em"]
+        questions = str(em["questions"])
+        cells.append([*names, questions, *differences, f"{em['a_higher']}/{em['b_higher']}"])
+    return [
+        "",
+        "## paired differences (pooled)",
+        "",
+        "Row A minus row B on the questions both evaluated: the mean of the per-question "
+        "differences [95% paired-bootstrap interval, resampling questions]; an interval that "
+        "excludes 0 means the rows differ on these questions. EM higher A/B: questions on "
+        "which each row's answer is exact and the other's is not. Per dataset in table.json.",
+        "",
+        *markdown_table(header, cells),
+    ]
 
 
 def _trigger_section(table: BaselineTable) -> list[str]:

@@ -22,12 +22,16 @@ Beside EM/F1/JD and trajectory recall, an evaluation reports how it got there:
   a paragraph the episode saw in a hit or read: the upper bound for any reader) and the
   grounded-answer rate (the policy's answer occurs in a paragraph it read; over the episodes
   that answered). "Occurs" is a whole-token match of the normalized strings.
+- **Citations** (``env.citations`` on only): the share of answers that cited, invalid
+  citations per answer, and citation precision and recall against the supporting facts
+  (``grasp.eval.citations``); absent when no episode recorded citations.
 - **Failures**: the failure code of every episode (``grasp.eval.failures``), as shares.
 
 ``ladder_section`` is what an evaluation's results.json holds under ``ladder``;
 ``ladder_markdown`` renders it, with the cost the results already report::
 
-    results = DatasetResults(..., ladder=ladder_section(trajectories, corpus.paragraph_text))
+    ladder = ladder_section(trajectories, corpus.paragraph_text, supporting=sentence_ids)
+    results = DatasetResults(..., ladder=ladder)
     markdown += ladder_markdown("hotpotqa", results)
 """
 
@@ -40,6 +44,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from grasp.eval.citations import citation_lines, citation_summary, pool_citations
 from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.results import JsonRecord
 from grasp.metrics import normalize_answer
@@ -175,9 +180,11 @@ def ladder_section(
     trajectories: Sequence[Trajectory],
     paragraph_text: ParagraphText | None,
     k: int | None = None,
+    supporting: Mapping[str, AbstractSet[int]] | None = None,
 ) -> dict[str, Any]:
     """results.json's ``ladder``: retrieval by tool, evidence (when paragraph texts are at
-    hand) and failure shares."""
+    hand), failure shares, and citations (when the episodes recorded any; ``supporting``
+    maps an episode id to its supporting sentence ids, for their precision and recall)."""
     section: dict[str, Any] = {
         "k": k if k is not None else "every hit of the call",
         "retrieval": retrieval_by_tool(trajectories, k),
@@ -186,6 +193,9 @@ def ladder_section(
     }
     if paragraph_text is not None:
         section["evidence"] = evidence_summary(trajectories, paragraph_text)
+    citations = citation_summary(trajectories, supporting or {})
+    if citations is not None:
+        section["citations"] = citations
     return section
 
 
@@ -217,6 +227,9 @@ def pool_sections(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "grounded_answer": _weighted(evidence, "grounded_answer", "answered_episodes"),
             "answered_episodes": sum(e["answered_episodes"] for e in evidence),
         }
+    citations = pool_citations([s["citations"] for s in sections if "citations" in s])
+    if citations is not None:
+        pooled_section["citations"] = citations
     return pooled_section
 
 
@@ -237,7 +250,7 @@ COST_KEYS = (
 def ladder_markdown(name: str, results: JsonRecord | Mapping[str, Any]) -> str:
     """The ladder of one results entry (a ``DatasetResults`` or ``PooledResults``, or its JSON
     object: its ``ladder`` and its cost keys), named ``name``, as markdown: retrieval by tool,
-    evidence, failure taxonomy, cost."""
+    evidence and citations, failure taxonomy, cost."""
     if isinstance(results, JsonRecord):
         results = results.to_json()
     ladder = results["ladder"]
@@ -258,6 +271,11 @@ def ladder_markdown(name: str, results: JsonRecord | Mapping[str, Any]) -> str:
             f"- grounded answer: {evidence['grounded_answer']:.3f} "
             f"({evidence['answered_episodes']} answered episodes)",
         ]
+    citations = ladder.get("citations")
+    if citations is not None:
+        if evidence is None:  # the citation lines continue the evidence list, or start one
+            lines.append("")
+        lines += citation_lines(citations)
     lines += ["", f"Failure taxonomy ({ladder['episodes']} episodes, share of each code):", ""]
     codes = [str(c) for c in FailureCode]
     lines += _table(codes, [[f"{ladder['failures'][c]:.3f}" for c in codes]])

@@ -48,7 +48,7 @@ from grasp.eval.results import (
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
 from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
-from grasp.eval.sweep import config_differences
+from grasp.eval.sweep import config_differences, flatten, predates
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
@@ -223,7 +223,9 @@ def evaluate_policy(
         if judge is not None:
             scores.verdicts = judge_trajectories(judge, trajectories, out_dir / JUDGE_CACHE_FILE)
         summary = summarize(trajectories, scores)
-        ladder = ladder_section(trajectories, engine.env.index.corpus.paragraph_text)
+        corpus = engine.env.index.corpus
+        supporting = scores.supporting_sentence_ids
+        ladder = ladder_section(trajectories, corpus.paragraph_text, supporting=supporting)
         dataset = DatasetResults(
             **summary.summary_fields(),
             scoring_time_s=time.perf_counter() - scoring_started,
@@ -327,7 +329,8 @@ def rollout_time(path: Path, wanted: set[str]) -> LoggedTime:
 def score_episodes(
     corpus: SentenceCorpus, questions: Sequence[Question], trajectories: Sequence[Trajectory]
 ) -> EpisodeScores:
-    """Supporting-sentence recall of every episode whose question has sentence-level facts."""
+    """Supporting-sentence recall of every episode whose question has sentence-level facts
+    (and those facts' sentence ids, against which citations are scored)."""
     by_id = {q.question_id: q for q in questions}
     scores = EpisodeScores()
     for t in trajectories:
@@ -338,6 +341,7 @@ def score_episodes(
         # The set recall of grasp.metrics, over sentence ids instead of paragraph ids.
         scores.supporting_recall[t.episode_id] = paragraph_recall(seen, supporting.sentence_ids)
         scores.supporting_all_found[t.episode_id] = all_gold_found(seen, supporting.sentence_ids)
+        scores.supporting_sentence_ids[t.episode_id] = supporting.sentence_ids
     return scores
 
 
@@ -345,7 +349,8 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
     """Write ``config`` to ``path`` (atomically), or check it against the one written there.
 
     Raises ValueError naming the differing keys when the folder holds an evaluation with
-    another configuration, and naming the file when it is not a JSON object (cut short by
+    another configuration (a field added since it was written is none, at the value it ran
+    with: ``grasp.eval.sweep.predates``), and naming the file when it is not a JSON object (cut short by
     an older, non-atomic writer, or edited).
     """
     text = json.dumps(config, indent=2, sort_keys=True, default=str)
@@ -365,7 +370,13 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
             f"configuration. Choose another out=, or delete {path.name} if you know they "
             "were made with this configuration"
         )
-    differences = config_differences(written, json.loads(text))
+    written_keys = set(flatten(written))
+    wanted = json.loads(text)
+    differences = [  # a field added since, at the value the folder ran with, is no difference
+        key
+        for key in config_differences(written, wanted)
+        if key in written_keys or not predates(key, wanted)
+    ]
     if differences:
         raise ValueError(
             f"{path.parent} holds an evaluation with another configuration "

@@ -29,6 +29,7 @@ from grasp.eval.results import (
 )
 from grasp.metrics import all_gold_found, bootstrap_ci, macro_bootstrap_ci, paragraph_recall
 from grasp.rollout.trajectory import Trajectory
+from grasp.types import RefusalKind, is_parse_error
 
 MEAN_METRICS = (
     "em",
@@ -52,14 +53,18 @@ class EventCounts:
     tool_calls: Counter
     """Valid calls by tool name."""
     errors: Counter
-    """Refused turns by parse-error kind (and "invalid_call")."""
+    """Invalid turns by ``TurnError``: parse errors and refused calls."""
     stops: Counter
     """Episodes by stop reason."""
     turns: int
 
     @property
     def parse_errors(self) -> int:
-        return sum(v for k, v in self.errors.items() if k != "invalid_call")
+        return sum(v for k, v in self.errors.items() if is_parse_error(k))
+
+    @property
+    def invalid_calls(self) -> int:
+        return self.errors[RefusalKind.INVALID_CALL]
 
 
 def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
@@ -80,6 +85,9 @@ class EpisodeScores:
     """Fraction of supporting sentences seen; only episodes with sentence-level facts."""
     supporting_all_found: dict[str, float] = field(default_factory=dict)
     """1.0 when every supporting sentence was seen; the same episodes."""
+    supporting_sentence_ids: dict[str, frozenset[int]] = field(default_factory=dict)
+    """The supporting sentence ids of the same episodes' questions (citations are scored
+    against them, ``grasp.eval.citations``)."""
     verdicts: dict[str, JudgeResult] | None = None
     """The judge's verdicts; None when no judge is configured."""
 
@@ -90,6 +98,7 @@ class EpisodeScores:
         for part in parts:
             merged.supporting_recall.update(part.supporting_recall)
             merged.supporting_all_found.update(part.supporting_all_found)
+            merged.supporting_sentence_ids.update(part.supporting_sentence_ids)
         judged = [part.verdicts for part in parts]
         if judged and all(v is not None for v in judged):
             merged.verdicts = {k: v for part in judged if part for k, v in part.items()}
@@ -172,7 +181,7 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         reward_ci={k: _interval([r[k] for r in rewards]) for k in reward_keys},
         tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},
         parse_error_rate=counts.parse_errors / max(turns, 1),
-        invalid_call_rate=counts.errors["invalid_call"] / max(turns, 1),
+        invalid_call_rate=counts.invalid_calls / max(turns, 1),
         errors=dict(sorted(counts.errors.items())),
         stop_reasons={k: v / n for k, v in sorted(counts.stops.items())},
         turns_per_episode=turns / n,

@@ -157,6 +157,34 @@ def config_differences(config: Mapping[str, Any], reference: Mapping[str, Any]) 
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
+def predates(key: str, resolved: Mapping[str, Any]) -> bool:
+    """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
+    field is one whose value cannot have changed that evaluation's trajectories. A field
+    added since that can change them is a difference: a baseline is evaluated again
+    (grasp/eval/baseline_table.py), a folder is not resumed (``check_or_write_config``)."""
+    if key.startswith("index.fusion."):
+        # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
+        # (single_step_hybrid fuses the environment's two searches itself).
+        return True
+    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
+        # Read by the self_rag and adaptive_self_rag policies only.
+        kind = resolved.get("baseline", {}).get("kind")
+        return kind not in ("self_rag", "adaptive_self_rag")
+    if key == "policy.adapters":
+        return not resolved.get("policy", {}).get("adapters")
+    if key == "stage":  # read with run_dir only
+        return resolved.get("run_dir") is None
+    if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
+        return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
+    if key == "env.citations":  # off: answer's schema and the prompts as they were
+        return not resolved.get("env", {}).get("citations")
+    if key == "rollout.max_episode_seconds":  # 0 is no wall-clock budget, as it was
+        return not resolved.get("rollout", {}).get("max_episode_seconds")
+    if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
+        return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
+    return False
+
+
 def as_json(tree: Any) -> Any:
     """``tree`` as it reads back from the JSON a script writes (``default=str``)."""
     return json.loads(json.dumps(tree, default=str))

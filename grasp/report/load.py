@@ -3,12 +3,12 @@
 A training run directory holds ``config.json``, ``metrics.jsonl``, ``trajectories/step_N.jsonl``,
 ``eval_before/`` and ``eval_after/`` (each ``results.json`` + ``trajectories.jsonl``) and a
 top-level ``results.json``; an evaluation directory holds ``results.json`` and
-``trajectories.jsonl``. ``load_run`` reads whichever is there into plain structures, and
-notes each missing part instead of failing on it:
+``trajectories.jsonl``. ``load_run`` reads whichever is there, the evaluations' results as
+their types (``grasp.eval.results``), and notes each missing part instead of failing on it:
 
     run = load_run(Path("runs/cpu_smoke"))
     run.metrics                      # metrics.jsonl records of training steps
-    run.evaluations[-1].results      # eval_after/results.json
+    run.evaluations[-1].results.em   # eval_after/results.json, a DatasetResults
     series(run.metrics, "reward/total")
 
 The helpers below derive what a report shows from those structures: metric series, each
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from grasp.env.episode import INVALID_CALL
+from grasp.eval.results import DatasetEvaluation, DatasetResults, EvaluationResults, PooledResults
 from grasp.eval.resume import collect
 from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
@@ -64,6 +65,10 @@ class Outcome(StrEnum):
     """The episode stopped without an answer (turn or token budget, generation error)."""
 
 
+EvaluationSummary = DatasetResults | PooledResults
+"""What the report shows of one evaluation: a dataset's results, or every dataset's pooled."""
+
+
 @dataclass
 class TrajectorySet:
     """Trajectories written together: one evaluation, or one step's training sample."""
@@ -73,8 +78,8 @@ class TrajectorySet:
     label: str
     """How the report names the set."""
     trajectories: list[Trajectory]
-    results: dict[str, Any] | None = None
-    """The evaluation's results.json; None for training samples."""
+    results: EvaluationSummary | None = None
+    """The evaluation's results.json (``read_results``); None for training samples."""
 
 
 @dataclass
@@ -195,7 +200,7 @@ def _load_evaluation(path: Path) -> RunData:
 
 
 def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> TrajectorySet:
-    results = _read_json(folder / RESULTS_FILE)
+    results = read_results(folder / RESULTS_FILE)
     if results is None:
         notes.append(f"no {folder.name}/{RESULTS_FILE}: its results table is omitted")
     trajectories: list[Trajectory] = []
@@ -222,6 +227,21 @@ def read_trajectory_file(path: Path) -> list[Trajectory]:
                     f"{path} line {number}: not a trajectory ({error})"
                 ) from error
     return trajectories
+
+
+def read_results(path: Path) -> EvaluationSummary | None:
+    """An evaluation's results.json as its type: a dataset's (``DatasetEvaluation``) gives
+    its results, a multi-dataset one (``EvaluationResults``) its datasets pooled; None when
+    there is no such file. RunDirectoryError naming the file when it is neither."""
+    data = _read_json(path)
+    if data is None:
+        return None
+    try:
+        if "overall" in data:
+            return EvaluationResults.from_json(data).overall.pooled
+        return DatasetEvaluation.from_json(data).results
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise RunDirectoryError(f"{path}: not an evaluation's results ({error})") from None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -1,19 +1,20 @@
 """The report's tables: evaluation results side by side, and the run's key settings.
 
-Rows come from results.json as ``grasp.eval.summary.summarize`` writes it; a key one
-evaluation lacks is shown as 0 where its absence means none (tool calls, stop reasons) and
-left blank otherwise. A figure the run did not measure says so ("not recorded"), never 0.
+Rows come from each evaluation's results as their types (``grasp.eval.results``, read by
+``grasp.report.load.read_results``); a tool or stop reason one evaluation lacks is shown as 0
+(its absence means none). A figure the run did not measure says so ("not recorded"), never 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grasp.eval.results import NOT_RECORDED
-from grasp.report.load import RunData, TrajectorySet
+from grasp.eval.results import NOT_RECORDED, Interval
+from grasp.report.load import EvaluationSummary, RunData, TrajectorySet
 
 
 @dataclass
@@ -22,10 +23,10 @@ class ResultRow:
 
     label: str
     values: list[float | str | None]
-    """One per evaluation, None where its results.json lacks the key; a string (such as
+    """One per evaluation, None where it has no such figure; a string (such as
     "not recorded") where it says the figure was not measured."""
-    intervals: list[dict[str, float] | None]
-    """95% interval ({mean, low, high}) per evaluation, where results.json gives one."""
+    intervals: list[Interval | None]
+    """95% interval per evaluation, where its results give one."""
     digits: int = 3
 
 
@@ -45,75 +46,60 @@ def _get(results: dict[str, Any], *path: str) -> Any:
 
 
 def _row(
-    results: Sequence[dict[str, Any]],
+    results: Sequence[EvaluationSummary],
     label: str,
-    value: Callable[[dict[str, Any]], Any],
-    interval: Callable[[dict[str, Any]], Any] = lambda r: None,
+    value: Callable[[EvaluationSummary], Any],
+    interval: Callable[[EvaluationSummary], Interval | None] = lambda r: None,
     digits: int = 3,
 ) -> ResultRow:
     return ResultRow(label, [value(r) for r in results], [interval(r) for r in results], digits)
 
 
-def _union(results: Sequence[dict[str, Any]], key: str) -> list[str]:
-    """Keys of the ``key`` mapping in any evaluation, in first-seen order."""
+def _union(mappings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Keys of any of ``mappings``, in first-seen order."""
     keys: dict[str, None] = {}
-    for r in results:
-        keys.update(dict.fromkeys(r.get(key) or {}))
+    for mapping in mappings:
+        keys.update(dict.fromkeys(mapping))
     return list(keys)
 
 
-def result_groups(results: Sequence[dict[str, Any]]) -> list[ResultGroup]:
+def result_groups(results: Sequence[EvaluationSummary]) -> list[ResultGroup]:
     """The results table's rows, grouped; one value per evaluation in each row."""
     answers = [
-        _row(results, label, lambda r, k=key: r.get(k), lambda r, k=key: _get(r, "ci", k))
+        _row(results, label, lambda r, k=key: getattr(r, k), lambda r, k=key: r.ci.get(k))
         for label, key in (("EM", "em"), ("F1", "f1"), ("recall", "recall"))
     ]
     answers += [
-        _row(results, "recall, all gold found", lambda r: r.get("recall_all_gold")),
-        _row(results, "read recall", lambda r: r.get("read_recall")),
+        _row(results, "recall, all gold found", lambda r: r.recall_all_gold),
+        _row(results, "read recall", lambda r: r.read_recall),
     ]
     rewards = [
-        _row(
-            results,
-            key,
-            lambda r, k=key: _get(r, "reward", k),
-            lambda r, k=key: _get(r, "reward_ci", k),
-        )
-        for key in _union(results, "reward")
+        _row(results, key, lambda r, k=key: r.reward.get(k), lambda r, k=key: r.reward_ci.get(k))
+        for key in _union([r.reward for r in results])
     ]
     tools = [
-        _row(results, name, lambda r, k=name: (r.get("tool_calls_per_episode") or {}).get(k, 0.0))
-        for name in _union(results, "tool_calls_per_episode")
+        _row(results, name, lambda r, k=name: r.tool_calls_per_episode.get(k, 0.0))
+        for name in _union([r.tool_calls_per_episode for r in results])
     ]
     tools += [
-        _row(results, "parse error rate (per turn)", lambda r: r.get("parse_error_rate")),
-        _row(results, "invalid call rate (per turn)", lambda r: r.get("invalid_call_rate")),
+        _row(results, "parse error rate (per turn)", lambda r: r.parse_error_rate),
+        _row(results, "invalid call rate (per turn)", lambda r: r.invalid_call_rate),
     ]
     stops = [
-        _row(results, reason, lambda r, k=reason: (r.get("stop_reasons") or {}).get(k, 0.0))
-        for reason in _union(results, "stop_reasons")
+        _row(results, reason, lambda r, k=reason: r.stop_reasons.get(k, 0.0))
+        for reason in _union([r.stop_reasons for r in results])
     ]
     cost = [
-        _row(results, "turns per episode", lambda r: r.get("turns_per_episode"), digits=2),
+        _row(results, "turns per episode", lambda r: r.turns_per_episode, digits=2),
         _row(
             results,
             "generated tokens per episode",
-            lambda r: r.get("generated_tokens_per_episode"),
+            lambda r: r.generated_tokens_per_episode,
             digits=1,
         ),
-        _row(
-            results,
-            "prompt tokens per episode",
-            lambda r: r.get("prompt_tokens_per_episode"),
-            digits=1,
-        ),
-        _row(
-            results,
-            "wall time per question (s)",
-            lambda r: r.get("wall_time_per_question_s"),
-            digits=2,
-        ),
-        _row(results, "episodes", lambda r: r.get("episodes"), digits=0),
+        _row(results, "prompt tokens per episode", lambda r: r.prompt_tokens_per_episode, digits=1),
+        _row(results, "wall time per question (s)", lambda r: r.wall_time_per_question_s, digits=2),
+        _row(results, "episodes", lambda r: r.episodes, digits=0),
     ]
     groups = [
         ResultGroup("answers and retrieval", answers),
@@ -125,16 +111,14 @@ def result_groups(results: Sequence[dict[str, Any]]) -> list[ResultGroup]:
     return [g for g in groups if g.rows]
 
 
-def _cell(value: float | str | None, interval: dict[str, float] | None, digits: int) -> str:
+def _cell(value: float | str | None, interval: Interval | None, digits: int) -> str:
     if value is None:
         return "<td></td>"
     if isinstance(value, str):  # "not recorded", "not computed": said, never shown as 0
         return f'<td class="missing">{html.escape(value)}</td>'
     text = f"{float(value):.{digits}f}"
-    if interval and "low" in interval and "high" in interval:
-        text += (
-            f'<span class="ci">[{interval["low"]:.{digits}f}, {interval["high"]:.{digits}f}]</span>'
-        )
+    if interval is not None:
+        text += f'<span class="ci">[{interval.low:.{digits}f}, {interval.high:.{digits}f}]</span>'
     return f"<td>{text}</td>"
 
 
@@ -156,13 +140,17 @@ _TOKEN_KEYS = (
 )
 
 
-def _with_unrecorded_tokens(evaluation: TrajectorySet) -> dict[str, Any]:
-    """The evaluation's results, its token counts "not recorded" when its trajectories show
-    that no episode counted tokens (results.json of older runs wrote 0.0 for them)."""
-    results = dict(evaluation.results or {})
+def _with_unrecorded_tokens(evaluation: TrajectorySet) -> EvaluationSummary:
+    """The evaluation's results, its token counts "not recorded" when no episode counted
+    tokens (results.json of older runs wrote 0.0 for them): its trajectories show none, or
+    its prompt tokens per episode are 0 (every episode that counts tokens has a prompt; a
+    multi-dataset folder has no trajectories of its own to look at)."""
+    results = evaluation.results
+    assert results is not None  # the table shows evaluations with results only
     trajectories = evaluation.trajectories
-    if trajectories and not any(t.prompt_tokens > 0 for t in trajectories):
-        results.update(dict.fromkeys(_TOKEN_KEYS, NOT_RECORDED))
+    counted_none = trajectories and not any(t.prompt_tokens > 0 for t in trajectories)
+    if counted_none or results.prompt_tokens_per_episode == 0:
+        results = dataclasses.replace(results, **dict.fromkeys(_TOKEN_KEYS, NOT_RECORDED))
     return results
 
 

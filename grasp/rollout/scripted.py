@@ -6,6 +6,8 @@ read the top paragraphs, search again with the question plus what was read, then
 with a title. Its recall tells how much the environment lets a policy find in T turns.
 Given a ``plan`` (a list of tool names), it calls exactly those tools in that order instead;
 the warm start uses plans to show a policy several ways of acting (grasp/train/warm_start.py).
+When the system prompt asks for citations (``env.citations``), its answer cites the sentence
+hits of the paragraphs it read (the top sentence hit when it read none).
 Both act only on what a model would see: the messages of the conversation.
 """
 
@@ -15,11 +17,12 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from grasp.env.observations import HIT_TITLE, unquote
+from grasp.env.observations import CITATIONS_HINT, HIT_TITLE, unquote
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
 
 _HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\]", re.MULTILINE)
 _TURNS_LEFT = re.compile(r"\[(\d+) turns? left\]")
+_READ = re.compile(r"^read_paragraph p(\d+) ", re.MULTILINE)
 _YES_NO_START = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ")
 
 
@@ -96,6 +99,7 @@ class HeuristicSearchPolicy:
         """The full text of the next turn, given the conversation (a demonstration before the
         question is skipped: the episode starts at the last user message)."""
         start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        cite = any(m["role"] == "system" and CITATIONS_HINT in m["content"] for m in messages)
         question = _question(messages[start:])
         messages = messages[start:]
         tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
@@ -103,10 +107,12 @@ class HeuristicSearchPolicy:
         turns_left = _turns_left(tool_texts)
         hits = [(s, p, unquote(t)) for text in tool_texts for s, p, t in _HIT.findall(text)]
         read = {title for text in tool_texts for title in _read_titles(text)}
+        cited = _citations(hits, tool_texts) if cite else None
         if self.plan is not None:
-            return self._planned(self.plan[min(turn, len(self.plan) - 1)], question, hits, read)
+            tool = self.plan[min(turn, len(self.plan) - 1)]
+            return self._planned(tool, question, hits, read, cited)
         if turns_left == 1 or turn >= 3 + self.reads:
-            return tool_call_text("answer", answer=_guess(question, hits))
+            return _answer(question, hits, cited)
         if turn == 0:
             return tool_call_text("semantic_search", query=question)
         if turn == 1:
@@ -122,7 +128,11 @@ class HeuristicSearchPolicy:
 
     @staticmethod
     def _planned(
-        tool: str, question: str, hits: Sequence[tuple[str, str, str]], read: set[str]
+        tool: str,
+        question: str,
+        hits: Sequence[tuple[str, str, str]],
+        read: set[str],
+        cited: list[int] | None,
     ) -> str:
         """The plan's call ``tool``; a read with nothing left unread answers instead."""
         if tool in ("semantic_search", "keyword_search"):
@@ -133,7 +143,23 @@ class HeuristicSearchPolicy:
             if sentence_id:
                 return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
             return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+        return _answer(question, hits, cited)
+
+
+def _answer(question: str, hits: Sequence[tuple[str, str, str]], cited: list[int] | None) -> str:
+    """The answer call: the guess, with its citations when the episode asks for them."""
+    if cited is None:
         return tool_call_text("answer", answer=_guess(question, hits))
+    return tool_call_text("answer", answer=_guess(question, hits), citations=cited)
+
+
+def _citations(hits: Sequence[tuple[str, str, str]], tool_texts: Sequence[str]) -> list[int]:
+    """The sentence hits of the paragraphs read, in the order shown, each once; the first
+    sentence hit when no read paragraph has one (empty without sentence hits)."""
+    read = {int(p) for text in tool_texts for p in _READ.findall(text)}
+    sentences = [(int(s), int(p)) for s, p, _ in hits if s]
+    cited = list(dict.fromkeys(s for s, p in sentences if p in read))
+    return cited or [s for s, _ in sentences[:1]]
 
 
 def _question(messages: Sequence[Mapping[str, str]]) -> str:

@@ -4,9 +4,9 @@
 gold, each turn's text, parsed call (or error) and observation, the stop reason, the
 retrieval evidence, the reward breakdown and, optionally, the token ids and mask.
 
-In memory the fields are typed (``TurnRecord``, ``StopReason``, ``RewardBreakdown``); only
-``to_json`` flattens them (the reward to its ``area/name`` keys), and ``from_json`` reads
-them back, so that the file format stays what it has always been.
+In memory the fields are typed (``TurnRecord``, ``TurnError``, ``StopReason``,
+``RewardBreakdown``); only ``to_json`` flattens them (the reward to its ``area/name`` keys),
+and ``from_json`` reads them back, so that the file format stays what it has always been.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.env.episode import Episode, TurnRecord, episode_evidence
+from grasp.env.episode import Citations, Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
-from grasp.types import EpisodeEvidence, StopReason
+from grasp.types import EpisodeEvidence, StopReason, TurnError, parse_turn_error
 
 
 @dataclass
@@ -45,7 +45,8 @@ class Trajectory:
     keyword_paragraph_ids: list[int]
     read_paragraph_ids: list[int]
     tool_calls: dict[str, int]
-    errors: dict[str, int]
+    errors: dict[TurnError, int]
+    """Invalid turns by kind (``Episode.errors``)."""
     reward: RewardBreakdown
     """Written as ``RewardBreakdown.as_dict()``: reward/R_A ... reward/total, answer/em|f1."""
     generated_tokens: int = 0
@@ -53,6 +54,9 @@ class Trajectory:
     completion_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     """What the policy reported about the episode (a baseline's name, route, backend usage)."""
+    citations: Citations | None = None
+    """The answer's citations (``env.citations``); None, and absent from the JSON, when the
+    episode did not answer with citations on (every trajectory written before they existed)."""
     tokens: TokenTrace | None = field(default=None, repr=False)
 
     @classmethod
@@ -85,6 +89,7 @@ class Trajectory:
             prompt_tokens=len(trace.prompt_ids) if trace else 0,
             completion_tokens=len(trace.completion_ids) if trace else 0,
             extra=dict(episode.extra),
+            citations=episode.citations,
             tokens=trace,
         )
 
@@ -114,7 +119,14 @@ class Trajectory:
         """The JSON object of one ``trajectories.jsonl`` line (keys in field order)."""
         data = asdict(self)
         data["stop_reason"] = str(self.stop_reason)
+        for turn in data["turns"]:
+            turn["error"] = None if turn["error"] is None else str(turn["error"])
+        data["errors"] = {str(kind): count for kind, count in self.errors.items()}
         data["reward"] = self.reward.as_dict()
+        if self.citations is None:  # files written before citations existed stay as they were
+            data.pop("citations")
+        else:
+            data["citations"] = self.citations.to_json()
         data.pop("tokens")
         if include_tokens and self.tokens is not None:
             data["tokens"] = asdict(self.tokens)
@@ -127,12 +139,22 @@ class Trajectory:
         data = dict(data)
         tokens = data.pop("tokens", None)
         try:
-            data["turns"] = [TurnRecord(**turn) for turn in data["turns"]]
+            data["turns"] = [_turn_record(turn) for turn in data["turns"]]
+            data["errors"] = {parse_turn_error(k): v for k, v in data["errors"].items()}
             data["stop_reason"] = StopReason(data["stop_reason"])
             data["reward"] = RewardBreakdown.from_dict(data["reward"])
+            if data.get("citations") is not None:
+                data["citations"] = Citations.from_json(data["citations"])
         except (KeyError, ValueError, AttributeError) as error:
             raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
+
+
+def _turn_record(data: dict[str, Any]) -> TurnRecord:
+    turn = TurnRecord(**data)
+    if turn.error is not None:
+        turn.error = parse_turn_error(turn.error)
+    return turn
 
 
 def write_trajectories(

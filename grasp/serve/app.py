@@ -53,7 +53,6 @@ class _Service:
 def create_app(index: CorpusIndex, config: ServiceConfig | None = None) -> FastAPI:
     """The service over ``index``; the batcher starts and stops with the app's lifespan."""
     config = config or ServiceConfig()
-    config.validate()
     service = _Service(
         index=index,
         config=config,

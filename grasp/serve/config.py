@@ -41,8 +41,9 @@ class ServiceConfig:
     one call per request, so that every answer is bitwise the in-process answer of that
     request's queries (a bf16 encoder's vectors shift in the last bit with the batch)."""
 
-    def validate(self) -> None:
-        """Raise ValueError naming the field when a bound cannot work."""
+    def __post_init__(self) -> None:
+        # Checked when the config is built, as every config dataclass checks its own fields:
+        # a bad bound fails when the command line is composed, not when the app starts.
         for name in (
             "max_queries_per_request",
             "max_query_chars",

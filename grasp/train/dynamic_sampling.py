@@ -34,7 +34,7 @@ class DynamicSamplingSettings:
     """Extra rollout rounds per step at most; each rolls out one replacement question per
     group still missing."""
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
         if self.max_rounds < 1:
             raise ValueError(f"grpo.dynamic_sampling.max_rounds={self.max_rounds} must be >= 1")
 

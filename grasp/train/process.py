@@ -6,6 +6,11 @@ results.json and curves.png (TRL's trainer gates its checkpoints and our metrics
 callback itself). The other processes wait at each of those points (``wait_for_everyone``)
 and go on from what the main process wrote. Tests inject a ``RunProcess`` of their own.
 
+A wait that can last long (the main process building the local index) goes through
+``timed_barrier`` instead: a barrier with a timeout of its own that, when it expires, names
+what it waited for, rather than the process group's 30-minute default and a bare collective
+error.
+
 What a training process needs from its environment is set here, by the entry point
 (``set_process_environment``, scripts/train.py), not by the library code it calls.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,6 +54,39 @@ def run_process(cpu: bool) -> Any:
     from accelerate import PartialState
 
     return PartialState(cpu=cpu)
+
+
+_TIMED_GROUPS: dict[float, Any] = {}
+"""The gloo process groups of ``timed_barrier``, one per timeout (created on first use, by
+every process at the same barrier, as ``new_group`` requires)."""
+
+
+def timed_barrier(process: RunProcess, what: str, timeout_s: float) -> None:
+    """Wait until every process of the launch is here, at most ``timeout_s`` seconds.
+
+    On a launch (torch.distributed initialised), a barrier on a gloo group created with that
+    timeout: gloo runs on the CPU whatever the training backend, and its barrier raises when
+    the timeout expires; that error is raised again as a ``TimeoutError`` naming ``what`` (the
+    thing waited for). A single process returns at once; a stand-in process of the tests
+    (torch.distributed not initialised) waits with its own ``wait_for_everyone``."""
+    if process.num_processes == 1:
+        return
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        process.wait_for_everyone()
+        return
+    try:
+        # Creating the group connects the processes, with the same timeout: inside the try.
+        group = _TIMED_GROUPS.get(timeout_s)
+        if group is None:
+            group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+            _TIMED_GROUPS[timeout_s] = group
+        dist.barrier(group=group)
+    except RuntimeError as error:
+        raise TimeoutError(
+            f"waited {timeout_s:g} s for {what}, and not every process arrived: {error}"
+        ) from error
 
 
 def set_process_environment(wandb: WandbMode, run_dir: Path) -> None:

@@ -13,14 +13,20 @@ What the rollout did (``RolloutReport``: answer metrics, tool calls, stop reason
 seconds) travels to TRL in the rollout's output, beside the trajectories' rewards, and one
 zero-weight function, ``log_rollout``, logs it through TRL's ``log_metric`` (averaged over the
 processes like TRL's own metrics); the reward functions only compute rewards.
+
+Each process also appends one line per rollout to its own ``rollouts/process-<i>.jsonl``
+(``RolloutRecord``): the step, and each trajectory's question and group, so that a run of
+several processes shows which process rolled out which questions.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from grasp.eval.summary import count_events
@@ -30,6 +36,7 @@ from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.dynamic_sampling import DynamicSamplingSettings, replacement_ids, select_groups
+from grasp.train.metrics_log import drop_records_after
 from grasp.types import Question, StopReason, ToolName
 
 QUESTION_ID_KEY = "question_id"
@@ -52,6 +59,34 @@ class RolloutReport:
     """``rollout_metrics``, the sampling metrics and the rollout's seconds, keyed area/name."""
 
 
+@dataclass
+class RolloutRecord:
+    """One line of ``rollouts/process-<i>.jsonl``: what one process rolled out in one call."""
+
+    step: int
+    """The optimizer step the rollout feeds (1-based, as in metrics.jsonl)."""
+    process_index: int
+    """The process that played it (accelerate's ``process_index``)."""
+    training: bool
+    """A training rollout (False: TRL's evaluation)."""
+    question_ids: list[str]
+    """Each trajectory's question, in TRL's order (a group's G samples in a row)."""
+    group_ids: list[int]
+    """Each trajectory's group."""
+
+    @classmethod
+    def of(
+        cls, trajectories: Sequence[Trajectory], step: int, process_index: int, training: bool
+    ) -> RolloutRecord:
+        question_ids = [t.question_id for t in trajectories]
+        group_ids = [t.group_id for t in trajectories]
+        return cls(step, process_index, training, question_ids, group_ids)
+
+
+ROLLOUTS_DIR = "rollouts"
+"""In the run directory: one ``process-<i>.jsonl`` of ``RolloutRecord`` lines per process."""
+
+
 def prompt_messages(question: Question, env_messages: list[dict]) -> list[dict]:
     """The dataset prompt of a question: the environment's first messages, tagged with the id."""
     messages = [dict(m) for m in env_messages]
@@ -69,6 +104,7 @@ class GraspRollout:
         policy_for: Callable[[Any], Policy],
         return_logprobs: bool = False,
         dynamic_sampling: DynamicSamplingSettings | None = None,
+        records_dir: Path | None = None,
     ) -> None:
         if engine.chat is None:
             raise ValueError(
@@ -80,6 +116,9 @@ class GraspRollout:
         """The policy of a call, from the trainer: its current weights (or its vLLM engine)."""
         self.return_logprobs = return_logprobs
         self.dynamic_sampling = dynamic_sampling or DynamicSamplingSettings()
+        self.records_dir = records_dir
+        """Where each process appends its ``RolloutRecord`` lines (None: nowhere)."""
+        self._records_opened = False
 
     def __call__(self, prompts: Sequence[list[dict]], trainer: Any) -> dict[str, Any]:
         group = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
@@ -112,6 +151,8 @@ class GraspRollout:
         metrics["time/rollout_generation_s"] = generation
         metrics["time/rollout_environment_s"] = environment
         metrics[ROLLOUT_SECONDS_KEY] = time.perf_counter() - started
+        if self.records_dir is not None:
+            self._record(trajectories, trainer)
         assert self.engine.chat is not None
         traces = [trained_trace(t.tokens, self.engine.chat.end_of_turn_id) for t in trajectories]
         logprobs = None
@@ -186,6 +227,21 @@ class GraspRollout:
         }
         return kept, metrics, (extra_generation, extra_environment)
 
+    def _record(self, trajectories: Sequence[Trajectory], trainer: Any) -> None:
+        """Append this call's ``RolloutRecord`` to this process's file. A resumed run first drops
+        the records of the steps after its checkpoint (played again), as metrics.jsonl does."""
+        assert self.records_dir is not None
+        index = int(trainer.accelerator.process_index)
+        step = int(trainer.state.global_step) + 1
+        path = self.records_dir / f"process-{index}.jsonl"
+        if not self._records_opened:
+            self.records_dir.mkdir(parents=True, exist_ok=True)
+            drop_records_after(path, step - 1)
+            self._records_opened = True
+        record = RolloutRecord.of(trajectories, step, index, bool(trainer.model.training))
+        with path.open("a") as handle:
+            handle.write(json.dumps(asdict(record)) + "\n")
+
     def _step_seed(self, trainer: Any, round_: int) -> int:
         """A sampling seed per step and rollout round: the same stream every step would
         correlate the samples of successive steps (a resumed run draws the same seeds)."""
@@ -232,7 +288,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "episode/generated_tokens": statistics.fmean(t.generated_tokens for t in trajectories),
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
         "tools/parse_error_rate": counts.parse_errors / max(turns, 1),
-        "tools/invalid_call_rate": counts.errors["invalid_call"] / max(turns, 1),
+        "tools/invalid_call_rate": counts.invalid_calls / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
     rewards = [t.reward.as_dict() for t in trajectories]  # logging is where keys are made

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from grasp.config import default_index_dir
+from grasp.corpus import IndexConfig, build_index
+from grasp.corpus.index import SearchIndex
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
@@ -41,8 +43,9 @@ from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
 from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
 from grasp.train.plots import plot_run
-from grasp.train.process import RunProcess, run_process
+from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
 from grasp.train.rollout_adapter import (
+    ROLLOUTS_DIR,
     GraspRollout,
     prompt_messages,
     reward_functions,
@@ -90,7 +93,6 @@ def validate_config(config: TrainConfig, world_size: int = 1) -> None:
         raise ValueError(
             "grpo.num_generations must be at least 2: GRPO compares samples in a group"
         )
-    grpo.dynamic_sampling.validate()
     if config.rollout.sampling.temperature <= 0:
         raise ValueError(
             "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "
@@ -179,7 +181,7 @@ def _default_index_dir(config: TrainConfig) -> Path:
 
 
 def _eval_environment(
-    config: TrainConfig, data: TrainingData, train_env: RetrievalEnvironment
+    config: TrainConfig, data: TrainingData, train_env: RetrievalEnvironment, process: RunProcess
 ) -> RetrievalEnvironment:
     """The environment evaluations run in: the dev set's own pooled index when the training
     questions are not dev questions (the baseline table's index), else the training one."""
@@ -188,8 +190,33 @@ def _eval_environment(
     directory = Path(config.eval_index_dir or default_index_dir(config.dataset, config.eval_split))
     # Local, also when training searches a remote service: that service holds the train index.
     local = replace(config.index, remote_url=None)
-    index = open_index(local, directory, data.eval_pooled, source={"dataset": config.dataset})
+    index = shared_index(local, directory, data.eval_pooled, config, process)
     return RetrievalEnvironment(index.warm_up(), config.env)
+
+
+def shared_index(
+    index: IndexConfig,
+    directory: Path,
+    questions: list[Question],
+    config: TrainConfig,
+    process: RunProcess,
+) -> SearchIndex:
+    """``open_index`` for every process of a launch, a local index built once.
+
+    The main process builds (or reuses) the index of ``questions`` in ``directory``; the
+    others wait for it (``timed_barrier``, at most ``config.index_wait_s``) instead of racing
+    it on the same files, then every process loads it. A remote index needs no build."""
+    source = {"dataset": config.dataset}
+    if index.remote_url or process.num_processes == 1:
+        return open_index(index, directory, questions, source=source)
+    if process.is_main_process:
+        build_index(questions, index, directory, source=source)
+    else:
+        log.info("waiting for the main process to build the index in %s", directory)
+    timed_barrier(
+        process, f"the main process to build the index in {directory}", config.index_wait_s
+    )
+    return open_index(index, directory)
 
 
 @dataclass
@@ -205,17 +232,17 @@ class TrainingSetup:
     chat: ChatTokenizer
 
 
-def build_training(config: TrainConfig, world_size: int = 1) -> TrainingSetup:
-    """Validate ``config`` (for ``world_size`` training processes), then load the questions,
-    the indexes and the policy model."""
-    validate_config(config, world_size)
+def build_training(config: TrainConfig, process: RunProcess | None = None) -> TrainingSetup:
+    """Validate ``config`` (for the training processes of ``process``'s launch), then load the
+    questions, the indexes (built once, by the main process) and the policy model."""
+    process = process or SingleProcess()
+    validate_config(config, process.num_processes)
     data = load_training_data(config)
     check_top_k(config.env, data.pooled)
     index_dir = Path(config.index_dir or _default_index_dir(config))
-    source = {"dataset": config.dataset}
-    index = open_index(config.index, index_dir, data.pooled, source=source).warm_up()
+    index = shared_index(config.index, index_dir, data.pooled, config, process).warm_up()
     env = RetrievalEnvironment(index, config.env)
-    eval_env = _eval_environment(config, data, env)
+    eval_env = _eval_environment(config, data, env, process)
     # Full fine-tuning without a sharded optimizer keeps fp32 master weights (bf16 compute).
     dtype = load_dtype_for_training(config.model, config.grpo.lora.enabled, sharded_by_launcher())
     loaded = load_policy_model(replace(config.model, dtype=dtype))
@@ -241,7 +268,7 @@ def run_training(
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
-    setup = build_training(config, process.num_processes)
+    setup = build_training(config, process)
     fingerprint = evaluation_fingerprint(resolved)
     warm = None
     base_model = config.model
@@ -442,6 +469,7 @@ RESUMABLE_CHANGES = (
     "index.remote_url",
     "index.remote_timeout_s",
     "index.remote_retries",
+    "index_wait_s",
     "threads",
 )
 """Fields a resumed run may change (train longer, log elsewhere, search the same index in another
@@ -520,6 +548,7 @@ def make_grpo_trainer(
         policy_for,
         return_logprobs=config.grpo.use_vllm,
         dynamic_sampling=config.grpo.dynamic_sampling,
+        records_dir=run_dir / ROLLOUTS_DIR,
     )
     trainer = GRPOTrainer(
         model=loaded.model,

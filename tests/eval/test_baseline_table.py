@@ -274,6 +274,14 @@ def test_fields_added_since_an_evaluation_rerun_it_only_where_they_change_its_tr
     assert not is_finished(run_dir, later)  # recorded with other values: a difference
 
 
+def test_citations_added_since_an_evaluation_rerun_it_only_when_they_are_on(sweep):
+    run_dir = sweep / "direct"
+    write_results(run_dir, em=0.5)  # recorded before env.citations existed
+    assert is_finished(run_dir, {**config(run_dir), "env": {"citations": False}})
+    on = {**config(run_dir), "env": {"citations": True}}
+    assert unfinished_because(run_dir, on) == ["env.citations"]  # another answer schema
+
+
 def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
     run_dir = sweep / "crag"
     write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
@@ -433,3 +441,49 @@ def test_failure_shares_come_from_the_trajectories_without_a_counter(sweep, traj
         "failure taxonomy"
         not in baseline_table(sweep, [planned(sweep, "crag")], DATASETS).markdown()
     )
+
+
+def _write(folder, trajectories) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps(t.to_json()) + "\n" for t in trajectories)
+    (folder / "trajectories.jsonl").write_text(lines)
+
+
+def test_the_table_compares_the_pairs_it_is_given_and_says_which_it_could_not(sweep, trajectory):
+    write_results(sweep / "direct", em=0.5)
+    write_results(sweep / "grasp", em=0.5)
+    for dataset in DATASETS:
+        right = [
+            trajectory(f"{dataset}-{i}#0", "Paris", ("Paris",), {1}, dataset=dataset)
+            for i in range(2)
+        ]
+        wrong = [
+            trajectory(f"{dataset}-{i}#0", "Rome", ("Paris",), {1}, dataset=dataset)
+            for i in range(2)
+        ]
+        _write(sweep / "grasp" / dataset, right)
+        _write(sweep / "direct" / dataset, [right[0], wrong[1]])
+    trained = PlannedBaseline("grasp", sweep / "grasp", config(sweep / "grasp"), label="GRASP")
+    rows = [planned(sweep, "direct"), planned(sweep, "ircot"), trained]
+    table = baseline_table(sweep, rows, DATASETS, pairs=[["grasp", "direct"], ["grasp", "ircot"]])
+    compared, absent = table.paired
+    assert compared["labels"] == ["GRASP", "direct answer"]
+    assert compared["datasets"]["hotpotqa"]["em"]["difference"] == 0.5
+    pooled_em = compared["pooled"]["em"]
+    assert (pooled_em["questions"], pooled_em["difference"]) == (4, 0.5)
+    assert (pooled_em["a_higher"], pooled_em["b_higher"]) == (2, 0)
+    assert pooled_em["mean_a"] == 1.0 and pooled_em["mean_b"] == 0.5
+    assert absent["pooled"] is None
+    assert absent["note"] == "not compared: ircot not a finished row of this table"
+    assert table.as_json()["paired"] == [compared, absent]
+    section = table.markdown().split("## paired differences (pooled)\n")[1]
+    section = section.split("\n## ")[0].splitlines()
+    low, high = pooled_em["ci"]
+    assert section[-2] == (
+        f"| `grasp` | `direct` | 4 | +0.500 [{low:+.3f}, {high:+.3f}] | +0.500 [{low:+.3f}, "
+        f"{high:+.3f}] | +0.000 [+0.000, +0.000] | 2/0 |"
+    )
+    assert section[-1] == (
+        "| `grasp` | `ircot` | — | — | — | — | not compared: ircot not a finished row of this table |"
+    )
+    assert "paired differences" not in baseline_table(sweep, rows, DATASETS).markdown()

@@ -205,6 +205,18 @@ def test_a_cut_short_config_is_named_and_left_alone(tmp_path):
         check_or_write_config(path, config)
 
 
+def test_a_folder_written_before_a_field_existed_resumes_at_the_value_it_ran_with(tmp_path):
+    """env.citations was added after folders were written: off, they resume; on, refused."""
+    path = tmp_path / "config.json"
+    check_or_write_config(path, {"n": 12, "env": {"top_k": 5}})
+    check_or_write_config(path, {"n": 12, "env": {"top_k": 5, "citations": False}})
+    assert json.loads(path.read_text()) == {"n": 12, "env": {"top_k": 5}}  # left as it was
+    with pytest.raises(ValueError, match=r"another configuration \(env\.citations differ"):
+        check_or_write_config(path, {"n": 12, "env": {"top_k": 5, "citations": True}})
+    with pytest.raises(ValueError, match=r"\(env\.top_k differ"):  # a recorded field differs
+        check_or_write_config(path, {"n": 12, "env": {"top_k": 4, "citations": False}})
+
+
 def test_config_json_is_never_half_written(tmp_path, monkeypatch):
     """Issue 18 §5 item 11: killed while writing, the folder has no config.json, not half of
     one (the kill is simulated where the finished temporary file would replace it)."""

@@ -77,4 +77,7 @@ def test_score_episodes_exact_values(corpus, trajectory):
     scores = score_episodes(corpus, [Q1, Q2, Q3], trajectories)
     assert scores.supporting_recall == {"q1#0": 1.0, "q1#1": 0.5, "q2#0": 0.0}
     assert scores.supporting_all_found == {"q1#0": 1.0, "q1#1": 0.0, "q2#0": 0.0}
+    # The facts' sentence ids, against which citations are scored: A's s1 and B's s3; B's s4.
+    q1 = frozenset({1, 3})
+    assert scores.supporting_sentence_ids == {"q1#0": q1, "q1#1": q1, "q2#0": frozenset({4})}
     assert scores.verdicts is None

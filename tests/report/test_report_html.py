@@ -157,3 +157,22 @@ def test_figures_are_none_without_data(run_dir):
     assert "tools/search_per_episode" not in tool_keys(run.metrics)
     svg = figure_svg(reward_figure(run.metrics))
     assert svg.startswith("<svg") and "<metadata>" not in svg and "http" not in svg
+
+
+def test_a_multi_dataset_evaluation_shows_its_pooled_results(tmp_path):
+    """The folder of every dataset (its results.json has datasets and overall, no trajectories
+    of its own) shows the pooled results, not blank cells; its baseline counted no tokens."""
+    from grasp.eval.results import EvaluationResults
+    from grasp.paths import REPO_ROOT
+
+    folder = REPO_ROOT / "results" / "baselines" / "hf" / "ircot"
+    pooled = EvaluationResults.from_json(json.loads((folder / "results.json").read_text()))
+    pooled = pooled.overall.pooled
+    text = write_report(folder, tmp_path / "report.html").read_text(encoding="utf-8")
+    ci = pooled.ci["em"]
+    em = f'<td>{pooled.em:.3f}<span class="ci">[{ci.low:.3f}, {ci.high:.3f}]</span></td>'
+    assert f"<tr><td>EM</td>{em}</tr>" in text
+    assert f"<tr><td>episodes</td><td>{pooled.episodes}</td></tr>" in text
+    missing = '<td class="missing">not recorded</td>'
+    assert f"<tr><td>generated tokens per episode</td>{missing}</tr>" in text
+    assert f"<tr><td>prompt tokens per episode</td>{missing}</tr>" in text

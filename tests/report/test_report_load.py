@@ -9,6 +9,8 @@ import pytest
 from report_fixture import EXPECTED_OUTCOMES, EXPECTED_PARSE_ERRORS, STEPS
 
 from grasp.env.episode import TurnRecord
+from grasp.eval.results import DatasetResults, EvaluationResults, Interval, PooledResults
+from grasp.paths import REPO_ROOT
 from grasp.report.load import (
     Outcome,
     RunDirectoryError,
@@ -17,6 +19,7 @@ from grasp.report.load import (
     metric_keys,
     outcome,
     parse_errors,
+    read_results,
     recall,
     recall_by_turns,
     series,
@@ -52,11 +55,11 @@ def test_metrics_are_training_steps_only(run_dir):
 def test_step_rewards_match_the_evaluations_of_the_same_script(run_dir):
     """Steps 1-2 ran the eval_before script and steps 3-4 the eval_after one (G=2 copies)."""
     run = load_run(run_dir)
-    before, after = (e.results["reward"] for e in run.evaluations)
+    before, after = (e.results.reward for e in run.evaluations)
     for key in ("reward/total", "reward/R_A", "reward/R_F"):
         expected = [before[key]] * 2 + [after[key]] * 2
         assert series(run.metrics, key).values == pytest.approx(expected, rel=1e-12)
-    after_em = run.evaluations[1].results["em"]
+    after_em = run.evaluations[1].results.em
     assert after_em == pytest.approx(1 / 3)
     assert series(run.metrics, "answer/em").values == pytest.approx([0, 0, 1 / 3, 1 / 3])
 
@@ -86,7 +89,7 @@ def test_outcomes_and_parse_errors_per_question(run_dir, key):
 def test_recall_of_a_trajectory_is_what_results_json_averages(run_dir):
     evaluation = load_run(run_dir).evaluations[1]
     mean = sum(recall(t) for t in evaluation.trajectories) / len(evaluation.trajectories)
-    assert mean == pytest.approx(evaluation.results["recall"], rel=1e-12)
+    assert mean == pytest.approx(evaluation.results.recall, rel=1e-12)
 
 
 def _reward(em: float, f1: float) -> RewardBreakdown:
@@ -166,7 +169,7 @@ def test_an_evaluation_directory_loads_as_one_evaluation(run_dir):
     assert run.metrics == [] and run.samples == [] and run.results is None
     [evaluation] = run.evaluations
     assert evaluation.key == "evaluation" and len(evaluation.trajectories) == 3
-    assert evaluation.results["em"] == pytest.approx(1 / 3)
+    assert evaluation.results.em == pytest.approx(1 / 3)
     assert run.notes == ["an evaluation directory (no metrics.jsonl): training curves omitted"]
 
 
@@ -220,6 +223,28 @@ def test_unreadable_directories_name_the_file_at_fault(run_dir, tmp_path):
         load_run(broken)
     (broken / "results.json").write_text("{")
     with pytest.raises(RunDirectoryError, match=r"results\.json: not valid JSON"):
+        load_run(broken)
+
+
+def test_evaluations_are_read_as_their_result_types(run_dir):
+    run = load_run(run_dir)
+    for evaluation in run.evaluations:
+        assert isinstance(evaluation.results, DatasetResults)
+        assert isinstance(evaluation.results.ci["em"], Interval)
+    committed = REPO_ROOT / "results" / "baselines" / "hf" / "ircot"
+    pooled = read_results(committed / "results.json")  # every dataset: their pooled results
+    expected = EvaluationResults.from_json(json.loads((committed / "results.json").read_text()))
+    assert isinstance(pooled, PooledResults) and pooled == expected.overall.pooled
+    assert read_results(committed / "absent.json") is None
+
+
+def test_a_results_file_of_another_shape_names_the_file(run_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(run_dir / "eval_after", broken)
+    results = json.loads((broken / "results.json").read_text())
+    del results["em"]
+    (broken / "results.json").write_text(json.dumps(results))
+    with pytest.raises(RunDirectoryError, match=r"results\.json: not an evaluation's results"):
         load_run(broken)
 
 

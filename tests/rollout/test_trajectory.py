@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from grasp.env.environment import EnvConfig, FinalMessagePolicy, RetrievalEnvironment
 from grasp.env.episode import INVALID_CALL, TurnRecord
+from grasp.paths import REPO_ROOT
 from grasp.reward import RewardBreakdown, compute_reward
 from grasp.rollout.scripted import tool_call_text
 from grasp.rollout.trajectory import Trajectory, read_trajectories, write_trajectories
-from grasp.types import StopReason
+from grasp.types import ParseErrorKind, RefusalKind, StopReason
 
 
 def _finished(tiny_index, tiny_questions) -> Trajectory:
@@ -65,3 +68,33 @@ def test_a_reward_without_r_f_reads_back_with_zero():
     assert RewardBreakdown.from_dict(flat).as_dict() == flat
     del flat["reward/R_F"]
     assert RewardBreakdown.from_dict(flat).r_format == 0.0
+
+
+def test_turn_errors_are_typed_in_memory_and_plain_strings_on_disk(tiny_index, tiny_questions):
+    trajectory = _finished(tiny_index, tiny_questions)
+    errors = [turn.error for turn in trajectory.turns]
+    assert errors[1] is ParseErrorKind.NO_TOOL_CALL and errors[2] is RefusalKind.INVALID_CALL
+    assert trajectory.errors == {ParseErrorKind.NO_TOOL_CALL: 1, RefusalKind.INVALID_CALL: 1}
+    data = trajectory.to_json()
+    assert [type(turn["error"]) for turn in data["turns"]] == [type(None), str, str, type(None)]
+    assert [type(kind) for kind in data["errors"]] == [str, str]
+    read_back = Trajectory.from_json(json.loads(json.dumps(data)))
+    assert [turn.error for turn in read_back.turns] == errors
+    assert read_back.turns[2].error is RefusalKind.INVALID_CALL
+    assert [type(kind) for kind in read_back.errors] == [ParseErrorKind, RefusalKind]
+
+
+def test_a_turn_error_outside_the_closed_set_is_not_a_trajectory(tiny_index, tiny_questions):
+    data = _finished(tiny_index, tiny_questions).to_json()
+    data["turns"][2]["error"] = "refused_politely"
+    with pytest.raises(TypeError, match="refused_politely"):
+        Trajectory.from_json(data)
+
+
+def test_a_committed_trajectories_file_reads_back_and_writes_out_byte_for_byte():
+    path = REPO_ROOT / "results" / "cpu_grasp" / "eval_before" / "trajectories.jsonl"
+    trajectories = read_trajectories(path)
+    kinds = {kind for t in trajectories for kind in t.errors}
+    assert RefusalKind.INVALID_CALL in kinds and ParseErrorKind.MALFORMED_JSON in kinds
+    written = "".join(json.dumps(t.to_json()) + "\n" for t in trajectories)
+    assert written == path.read_text()

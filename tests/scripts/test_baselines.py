@@ -49,8 +49,15 @@ def test_every_baseline_config_is_a_row():
 
 def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
     swept = OmegaConf.to_container(compose("baselines", overrides=["baseline=ircot"]), resolve=True)
-    popped = [swept.pop(k) for k in ("baselines", "sweep_dir", "context_tokens", "dry_run")]
-    assert popped == [[str(b) for b in Baseline], "runs/baselines/hf", True, False]
+    keys = ("baselines", "sweep_dir", "context_tokens", "dry_run", "table_only")
+    popped = [swept.pop(k) for k in keys]
+    assert popped == [[str(b) for b in Baseline], "runs/baselines/hf", True, False, False]
+    assert swept.pop("paired") == [
+        ["cpu_grasp", "cpu_grasp_warm_start"],
+        ["cpu_grasp", "single_step_hybrid"],
+        ["cpu_grasp_warm_start", "single_step_hybrid"],
+        ["cpu_grasp", "ircot"],
+    ]
     assert swept.pop("trained") == {
         "cpu_grasp": {
             "run_dir": "results/cpu_grasp",
@@ -146,6 +153,14 @@ def test_trained_rows_are_evaluated_in_their_runs_environment(baselines, hydra_c
 def test_unknown_baseline_and_per_job_fields_are_refused(baselines, hydra_configs):
     with pytest.raises(ValueError, match="baselines='ircott' is not one of: none, search_r1, "):
         to_dataclass(compose("baselines", overrides=["baselines=[ircott]"]), BaselinesConfig)
+    with pytest.raises(ValueError, match=r"paired: \['ircott'\] name no row \(baselines and"):
+        to_dataclass(compose("baselines", overrides=["paired=[[ircot,ircott]]"]), BaselinesConfig)
+    with pytest.raises(ValueError, match=r"paired: \['ircot'\] is not two different rows"):
+        to_dataclass(compose("baselines", overrides=["paired=[[ircot]]"]), BaselinesConfig)
+    with pytest.raises(ValueError, match="dry_run and table_only: choose one"):
+        to_dataclass(
+            compose("baselines", overrides=["dry_run=true", "table_only=true"]), BaselinesConfig
+        )
     with pytest.raises(ValueError, match="out= cannot be set: .* choose sweep_dir="):
         baselines.evaluate_overrides(["out=/x"], {"policy": "hf"})
     with pytest.raises(ValueError, match=r"baseline= cannot be set: .* baselines=\[...\]"):
@@ -178,6 +193,7 @@ def sweep_command(sweep: Path) -> list[str]:
         "n=2",
         f"sweep_dir={sweep}",
         "~trained",  # the baselines only: the trained rows are planned in their own test
+        "paired=[]",  # the committed pairs name trained rows
     ]
 
 
@@ -185,7 +201,7 @@ def sweep_command(sweep: Path) -> list[str]:
 def test_the_committed_baselines_are_finished_under_todays_configuration():
     """A config field added since results/baselines/hf ran must not make the sweep evaluate
     those baselines again (or refuse to resume into their folders): each field that cannot
-    have changed their trajectories is listed in grasp/eval/baseline_table.py's _predates."""
+    have changed their trajectories is listed in grasp/eval/sweep.py's predates."""
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true"],
         cwd=REPO_ROOT,
@@ -252,6 +268,21 @@ def test_a_sweep_evaluates_skips_records_failures_and_tabulates(sweep):
     table = json.loads((sweep / "table.json").read_text())
     assert table["complete"] is True
     assert [r["status"] for r in table["rows"]] == ["finished", "finished"]
+
+    # table_only: the table rebuilt from the folders as they are, nothing evaluated.
+    logs = {name: (sweep / name / "evaluate.log").read_text() for name in ("none", "direct")}
+    pairs = "paired=[[none,search_r1],[none,direct]]"
+    rebuilt = run([*command, "baselines=[direct,none,search_r1]", pairs, "table_only=true"])
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert {name: (sweep / name / "evaluate.log").read_text() for name in logs} == logs
+    table = json.loads((sweep / "table.json").read_text())
+    assert [r["status"] for r in table["rows"]] == ["finished", "finished", "failed"]
+    searched, failed = table["paired"]
+    assert searched["pooled"]["recall"]["difference"] == pytest.approx(
+        rows["none"]["pooled"]["recall"]["value"] - rows["search_r1"]["pooled"]["recall"]["value"]
+    )
+    assert failed["note"] == "not compared: direct not a finished row of this table"
+    assert "## paired differences (pooled)" in rebuilt.stdout
 
 
 def test_a_judge_added_after_the_sweep_judges_its_answers_without_rolling_out_again(

@@ -49,7 +49,7 @@ def test_replacements_are_fresh_and_reproducible():
 
 def test_max_rounds_is_validated():
     with pytest.raises(ValueError, match="grpo.dynamic_sampling.max_rounds"):
-        DynamicSamplingSettings(enabled=True, max_rounds=0).validate()
+        DynamicSamplingSettings(enabled=True, max_rounds=0)
 
 
 def known_rewards(request):

@@ -1,0 +1,177 @@
+"""Paired differences between two evaluations of the same questions.
+
+Two rows of the baseline table evaluated on the same dev questions can be compared question
+by question: for each question, the difference of a metric between row A and row B, and
+the 95% percentile-bootstrap interval of the mean difference, resampling questions (the
+paired bootstrap). An interval that excludes 0 says that A and B differ on these questions;
+two unpaired intervals that overlap do not say the opposite. This is how the table separates
+what GRPO added to a policy from what its warm start gave it::
+
+    a = read_trajectories(sweep / "cpu_grasp" / "hotpotqa")
+    b = read_trajectories(sweep / "cpu_grasp_warm_start" / "hotpotqa")
+    paired_differences(a, b)["em"].difference   # Interval(mean, low, high, n)
+
+Per question, a metric is the mean over that question's episodes (one under greedy
+evaluation), computed as the evaluation's own summary computes it (``metric_values``), so
+that each side's mean equals the table's on the same questions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grasp.eval.context import TRAJECTORIES_FILE, read_trajectories
+from grasp.eval.results import Interval
+from grasp.eval.summary import metric_values
+from grasp.metrics import bootstrap_ci
+from grasp.rollout.trajectory import Trajectory
+
+PAIRED_METRICS = ("em", "f1", "recall")
+"""Compared metrics: answer EM and F1, and paragraph recall over the whole trajectory."""
+
+QuestionKey = tuple[str, str]
+"""(dataset, question id): a question, whatever the episode ids of the two runs."""
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A minus B on one metric, over the questions both evaluated."""
+
+    metric: str
+    mean_a: float
+    mean_b: float
+    difference: Interval
+    """Mean of the per-question differences, its paired-bootstrap 95% interval and n."""
+    a_higher: int
+    """Questions on which A scores higher than B."""
+    b_higher: int
+    """Questions on which B scores higher than A."""
+
+    def as_json(self) -> dict[str, Any]:
+        d = self.difference
+        return {
+            "metric": self.metric,
+            "mean_a": self.mean_a,
+            "mean_b": self.mean_b,
+            "difference": d.mean,
+            "ci": [d.low, d.high],
+            "questions": d.n,
+            "a_higher": self.a_higher,
+            "b_higher": self.b_higher,
+        }
+
+
+def question_values(trajectories: Sequence[Trajectory]) -> dict[QuestionKey, dict[str, float]]:
+    """Each question's value of every metric of ``PAIRED_METRICS``: the mean over its
+    episodes."""
+    values = metric_values(trajectories)
+    sums: dict[QuestionKey, dict[str, float]] = defaultdict(
+        lambda: dict.fromkeys(PAIRED_METRICS, 0.0)
+    )
+    counts: dict[QuestionKey, int] = defaultdict(int)
+    for i, t in enumerate(trajectories):
+        key = (str(t.dataset), t.question_id)
+        counts[key] += 1
+        for metric in PAIRED_METRICS:
+            sums[key][metric] += values[metric][i]
+    return {
+        key: {metric: total / counts[key] for metric, total in metrics.items()}
+        for key, metrics in sums.items()
+    }
+
+
+def paired_differences(
+    a: Sequence[Trajectory], b: Sequence[Trajectory], seed: int = 0
+) -> dict[str, PairedDifference]:
+    """A minus B per metric of ``PAIRED_METRICS``, over the questions both evaluated.
+
+    Raises:
+        ValueError: if A and B have no question in common (there is nothing to pair).
+    """
+    values_a, values_b = question_values(a), question_values(b)
+    common = sorted(values_a.keys() & values_b.keys())
+    if not common:
+        raise ValueError("the two evaluations have no question in common")
+    differences = {}
+    for metric in PAIRED_METRICS:
+        pairs = [(values_a[k][metric], values_b[k][metric]) for k in common]
+        interval = bootstrap_ci([x - y for x, y in pairs], seed=seed)
+        differences[metric] = PairedDifference(
+            metric=metric,
+            mean_a=sum(x for x, _ in pairs) / len(pairs),
+            mean_b=sum(y for _, y in pairs) / len(pairs),
+            difference=Interval(interval.mean, interval.low, interval.high, interval.n),
+            a_higher=sum(x > y for x, y in pairs),
+            b_higher=sum(y > x for x, y in pairs),
+        )
+    return differences
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Evaluation folder A minus folder B, per dataset both hold and pooled over them."""
+
+    a: str
+    b: str
+    datasets: dict[str, dict[str, PairedDifference]]
+    pooled: dict[str, PairedDifference]
+
+    def as_json(self) -> dict[str, Any]:
+        def part(compared: dict[str, PairedDifference]) -> dict[str, Any]:
+            return {metric: d.as_json() for metric, d in compared.items()}
+
+        return {
+            "a": self.a,
+            "b": self.b,
+            "datasets": {name: part(compared) for name, compared in self.datasets.items()},
+            "pooled": part(self.pooled),
+        }
+
+    def markdown(self) -> str:
+        header = ["part", "questions", *(f"{m} A − B" for m in PAIRED_METRICS)]
+        header += [f"{m} A / B" for m in PAIRED_METRICS]
+        cells = []
+        for name, compared in [*self.datasets.items(), ("pooled", self.pooled)]:
+            means = [f"{compared[m].mean_a:.3f} / {compared[m].mean_b:.3f}" for m in PAIRED_METRICS]
+            differences = [signed(compared[m].as_json()) for m in PAIRED_METRICS]
+            cells.append([name, str(compared["em"].difference.n), *differences, *means])
+        lines = [f"A: {self.a}", f"B: {self.b}", ""]
+        lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in cells]
+        return "\n".join(lines) + "\n"
+
+
+def signed(cell: dict[str, Any]) -> str:
+    """``+0.040 [+0.012, +0.069]``: a difference and its interval, as ``as_json`` holds them."""
+    low, high = cell["ci"]
+    return f"{cell['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def compare_folders(a: Path, b: Path, datasets: Sequence[str] | None = None) -> PairedComparison:
+    """Folder A minus folder B, two evaluations' output folders (``<dataset>/trajectories.jsonl``
+    each): on ``datasets``, or every dataset both hold. An evaluation still running can be
+    compared: its folder is read, not changed, on the questions it has done so far.
+
+    Raises:
+        ValueError: if a named dataset is missing from either folder, or none is shared.
+    """
+
+    def held(folder: Path) -> set[str]:
+        return {p.parent.name for p in folder.glob(f"*/{TRAJECTORIES_FILE}")}
+
+    if datasets is None:
+        datasets = sorted(held(a) & held(b))
+        if not datasets:
+            raise ValueError(f"{a} and {b} hold no dataset's trajectories in common")
+    for folder in (a, b):
+        missing = [d for d in datasets if d not in held(folder)]
+        if missing:
+            raise ValueError(f"{folder}: no trajectories of {missing}")
+    sides = [{d: read_trajectories(folder / d) for d in datasets} for folder in (a, b)]
+    per_dataset = {d: paired_differences(sides[0][d], sides[1][d]) for d in datasets}
+    pooled = paired_differences(*([t for d in datasets for t in side[d]] for side in sides))
+    return PairedComparison(str(a), str(b), per_dataset, pooled)

@@ -1,0 +1,40 @@
+"""Compare two evaluations question by question: A minus B, with paired-bootstrap intervals.
+
+    python scripts/compare.py a=results/baselines/hf/cpu_grasp \
+        b=results/baselines/hf/cpu_grasp_warm_start
+    python scripts/compare.py a=runs/eval-a b=runs/eval-b 'datasets=[hotpotqa]' out=/tmp/ab.json
+
+A and B are output folders of scripts/evaluate.py (one <dataset>/trajectories.jsonl each).
+For each dataset both hold (or ``datasets``) and pooled over them, prints EM, F1 and
+trajectory recall of A minus B on the questions both evaluated, with the 95% interval of
+the mean difference (resampling questions), each side's mean and the number of questions.
+An evaluation still running is read as it is, not changed. The logic is in
+grasp/eval/paired.py; the baseline table shows the same for its ``paired`` rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from grasp.config import PairedConfig, register_configs, to_dataclass
+from grasp.eval.paired import compare_folders
+
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="../configs", config_name="compare")
+def main(cfg: DictConfig) -> None:
+    config = to_dataclass(cfg, PairedConfig)
+    comparison = compare_folders(Path(config.a), Path(config.b), config.datasets)
+    print(comparison.markdown(), end="")
+    if config.out is not None:
+        Path(config.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(config.out).write_text(json.dumps(comparison.as_json(), indent=2))
+
+
+if __name__ == "__main__":
+    main()
