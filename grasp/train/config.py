@@ -192,9 +192,11 @@ class TrainConfig:
     eval_index_dir: str | None = None
     """bundled/hub: folder of the evaluation (dev) index; default indexes/<dataset>-<eval_split>,
     the baseline table's index. Always searched in-process."""
-    index_wait_s: float = 7200.0
-    """Under a launch of several processes: how long the others wait for the main one to
-    build (or check) a local index, in seconds; past it they fail, naming the index folder."""
+    main_wait_s: float = 7200.0
+    """Under a launch of several processes: how long the others wait, in seconds, for work
+    the main process does alone (building or checking a local index, eval_before, eval_after
+    and the results); past it they fail, naming what they waited for. Set it above the
+    longest evaluation of ``eval_questions``."""
     env: EnvConfig = field(default_factory=lambda: EnvConfig(turn_budget=4))
     """Tools, top-K, turn budget."""
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -233,7 +235,7 @@ class TrainConfig:
         # save_steps. eval_questions=0 failed only after the index build.
         check_range("save_every", self.save_every, low=1)
         check_range("threads", self.threads, low=0)
-        check_range("index_wait_s", self.index_wait_s, low=1)
+        check_range("main_wait_s", self.main_wait_s, low=1)
         check_range("eval_questions", self.eval_questions, low=1)
         check_range("trajectories_every", self.trajectories_every, low=0)
         check_range("trajectory_questions", self.trajectory_questions, low=0)

@@ -6,8 +6,8 @@ results.json and curves.png (TRL's trainer gates its checkpoints and our metrics
 callback itself). The other processes wait at each of those points (``wait_for_everyone``)
 and go on from what the main process wrote. Tests inject a ``RunProcess`` of their own.
 
-A wait that can last long (the main process building the local index) goes through
-``timed_barrier`` instead: a barrier with a timeout of its own that, when it expires, names
+A wait that can last long (the main process building the local index, or evaluating before
+and after training) goes through ``timed_barrier`` instead: a barrier with a timeout of its own that, when it expires, names
 what it waited for, rather than the process group's 30-minute default and a bare collective
 error.
 

@@ -204,7 +204,7 @@ def shared_index(
     """``open_index`` for every process of a launch, a local index built once.
 
     The main process builds (or reuses) the index of ``questions`` in ``directory``; the
-    others wait for it (``timed_barrier``, at most ``config.index_wait_s``) instead of racing
+    others wait for it (``timed_barrier``, at most ``config.main_wait_s``) instead of racing
     it on the same files, then every process loads it. A remote index needs no build."""
     source = {"dataset": config.dataset}
     if index.remote_url or process.num_processes == 1:
@@ -214,7 +214,7 @@ def shared_index(
     else:
         log.info("waiting for the main process to build the index in %s", directory)
     timed_barrier(
-        process, f"the main process to build the index in {directory}", config.index_wait_s
+        process, f"the main process to build the index in {directory}", config.main_wait_s
     )
     return open_index(index, directory)
 
@@ -282,7 +282,7 @@ def run_training(
     before_file = run_dir / "eval_before" / "results.json"
     if main and config.eval_before and not before_file.exists():
         evaluate_model(config, setup, setup.loaded.model, run_dir / "eval_before", fingerprint)
-    process.wait_for_everyone()
+    timed_barrier(process, "the main process's eval_before", config.main_wait_s)
     trainer = make_grpo_trainer(
         config,
         setup.data,
@@ -297,8 +297,9 @@ def run_training(
     _train_or_reload(config, trainer, final)
     step = trainer.state.global_step
     process.wait_for_everyone()  # final/ is written
-    if not main:
-        process.wait_for_everyone()  # the main process evaluates and writes the results
+    after_done = "the main process's eval_after and results.json"
+    if not main:  # the main process evaluates and writes the results
+        timed_barrier(process, after_done, config.main_wait_s)
         results_file = run_dir / "results.json"
         return json.loads(results_file.read_text()) if results_file.exists() else {}
     _set_aside_stale_eval(run_dir / "eval_after", step)
@@ -315,7 +316,7 @@ def run_training(
         results["warm_start"] = warm.summary()
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot_run(run_dir)
-    process.wait_for_everyone()
+    timed_barrier(process, after_done, config.main_wait_s)
     return results
 
 
@@ -469,7 +470,7 @@ RESUMABLE_CHANGES = (
     "index.remote_url",
     "index.remote_timeout_s",
     "index.remote_retries",
-    "index_wait_s",
+    "main_wait_s",
     "threads",
 )
 """Fields a resumed run may change (train longer, log elsewhere, search the same index in another

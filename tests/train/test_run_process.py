@@ -7,12 +7,13 @@ accelerate, and a recording stand-in says whether it is the main process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 from omegaconf import OmegaConf
 
 from grasp.paths import REPO_ROOT
+from grasp.train import trainer as trainer_module
 from grasp.train.trainer import run_training
 
 RUN_FILES = ("config.json", "eval_before", "eval_after", "results.json", "curves.png")
@@ -23,6 +24,8 @@ class RecordingProcess:
     is_main_process: bool
     waits: int = 0
     num_processes: int = 1
+    timed: list[tuple[str, float]] = field(default_factory=list)
+    """(what, timeout_s) of each timed barrier."""
 
     def wait_for_everyone(self) -> None:
         self.waits += 1
@@ -66,9 +69,23 @@ def runs(tmp_path_factory, tiny_model_dir, tiny_questions_file):
         run_dir = root / part
         config, resolved = compose(run_dir, tiny_model_dir, tiny_questions_file, index_dir)
         process = RecordingProcess(is_main)
-        results = run_training(config, resolved, process=process)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(trainer_module, "timed_barrier", _recording(process))
+            results = run_training(config, resolved, process=process)
         done[part] = (run_dir, process, results)
     return done
+
+
+def _recording(process: RecordingProcess):
+    """trainer's timed_barrier as a process of a two-process launch meets it (the stand-in
+    says it is the only process, so that the run validates as one): it waits, and records
+    what it waits for and for how long."""
+
+    def barrier(waiting, what, timeout_s):
+        process.timed.append((what, timeout_s))
+        waiting.wait_for_everyone()
+
+    return barrier
 
 
 def test_a_process_other_than_the_main_one_writes_no_run_file(runs):
@@ -86,3 +103,14 @@ def test_the_main_process_writes_every_file_and_both_wait_alike(runs):
     assert len(lines) == 2  # each evaluation question once
     # Every wait of one process is matched by the other's, or the launch would hang.
     assert process.waits == runs["other"][1].waits >= 4
+
+
+def test_the_waits_for_the_main_processs_evaluations_are_timed_with_main_wait_s(runs):
+    """A paper-scale evaluation outlasts the process group's 30-minute default: the others
+    wait for it with ``main_wait_s`` (7200 s by default), and the main process meets them."""
+    for part in ("main", "other"):
+        timed = runs[part][1].timed
+        assert timed == [
+            ("the main process's eval_before", 7200.0),
+            ("the main process's eval_after and results.json", 7200.0),
+        ], part
