@@ -7,9 +7,9 @@ callback itself). The other processes wait at each of those points (``wait_for_e
 and go on from what the main process wrote. Tests inject a ``RunProcess`` of their own.
 
 A wait that can last long (the main process building the local index, or evaluating before
-and after training) goes through ``timed_barrier`` instead: a barrier with a timeout of its own that, when it expires, names
-what it waited for, rather than the process group's 30-minute default and a bare collective
-error.
+and after training) goes through ``timed_barrier`` instead: a barrier with a timeout of its
+own (``main_wait_s``) that, when it expires, names what it waited for, rather than the
+process group's 30-minute default and a bare collective error.
 
 What a training process needs from its environment is set here, by the entry point
 (``set_process_environment``, scripts/train.py), not by the library code it calls.
