@@ -498,6 +498,12 @@ class RobustnessConfig:
     out: str | None = None
     """Output folder (robustness.json, robustness.md, one subfolder per run); default
     runs/robustness/<policy kind>."""
+    run_dir: str | None = None
+    """A training run (scripts/train.py) whose policy is attacked, in the environment it was
+    trained in: its env, index settings, rollout (greedy) and model with adapters come from
+    its config.json (grasp/eval/trained.py), and overriding them here is refused."""
+    stage: str = "final"
+    """With run_dir: final, warm_start or checkpoint-N (as scripts/evaluate.py run_dir=)."""
     threads: int = 0
     """CPU threads for torch and FAISS; 0: every core this process may run on."""
 

@@ -2,6 +2,7 @@
 
     python scripts/robustness.py policy=scripted                      # 20 HotpotQA dev questions
     python scripts/robustness.py policy=hf n=3 out=runs/robustness/smoke
+    python scripts/robustness.py run_dir=results/cpu_grasp out=results/robustness/cpu_grasp
     python scripts/robustness.py dataset=musique poisoning.copies=16 out=runs/robustness/musique
 
 A seed-42 sample of n dev questions; their pooled paragraphs are the clean corpus. The attacks
@@ -18,10 +19,11 @@ The work is ``grasp.eval.robustness``.
 from __future__ import annotations
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grasp.config import RobustnessConfig, register_configs, to_dataclass
-from grasp.eval.robustness import run_robustness
+from grasp.eval.robustness import run_robustness, trained_policy
 from grasp.threads import set_threads
 
 register_configs()
@@ -31,6 +33,8 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     """Compose the config, then run the suite (``grasp.eval.robustness.run_robustness``)."""
     config = to_dataclass(cfg, RobustnessConfig)
+    if config.run_dir is not None:  # a trained policy, in the environment it was trained in
+        config = trained_policy(config, HydraConfig.get().overrides.task)
     set_threads(config.threads)
     run_robustness(config)
 

@@ -27,7 +27,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from grasp.eval.robustness_metrics import (
     top_k_share,
 )
 from grasp.eval.robustness_tables import robustness_markdown
+from grasp.eval.trained import for_trained_run
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.rollout.trajectory import Trajectory
@@ -217,6 +218,17 @@ class Suite:
             stop_reason_shares(output.trajectories),
             float(results.wall_time_s),
         )
+
+
+def trained_policy(config: RobustnessConfig, overrides: Sequence[str]) -> RobustnessConfig:
+    """``config`` (``run_dir`` set) attacking that run's policy in the environment it was
+    trained in (``grasp.eval.trained.for_trained_run``: overriding its env, index, rollout or
+    policy is refused); the output folder defaults to runs/robustness/<run>-<stage>."""
+    assert config.run_dir is not None
+    out = config.out or str(
+        REPO_ROOT / "runs" / "robustness" / f"{Path(config.run_dir).name}-{config.stage}"
+    )
+    return for_trained_run(dataclasses.replace(config, out=out), overrides)
 
 
 def run_robustness(config: RobustnessConfig) -> RobustnessReport:

@@ -86,8 +86,9 @@ def stage_policy(run_dir: Path, stage: str, train: TrainConfig, base: PolicyConf
 
 
 def for_trained_run(config, overrides: Sequence[str]):
-    """``config`` (an EvaluateConfig with ``run_dir`` set) with the run's env, index, rollout
-    and policy; the output folder defaults to ``<run_dir>/evaluate/<stage>``."""
+    """``config`` (an EvaluateConfig, or a RobustnessConfig, with ``run_dir`` set) with the
+    run's env, index, rollout and policy; the output folder defaults to
+    ``<run_dir>/evaluate/<stage>``."""
     check_overrides(overrides)
     run_dir = Path(config.run_dir)
     train = load_train_config(run_dir)

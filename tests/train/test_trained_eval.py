@@ -113,3 +113,22 @@ def test_a_missing_stage_is_named(run_dir):
         for_trained_run(EvaluateConfig(run_dir=str(run_dir), stage="checkpoint-7"), [])
     with pytest.raises(FileNotFoundError, match="no config.json"):
         for_trained_run(EvaluateConfig(run_dir=str(run_dir / "nope")), [])
+
+
+def test_the_robustness_suite_attacks_a_trained_policy_in_its_own_environment(run_dir):
+    from grasp.config import REPO_ROOT, RobustnessConfig
+    from grasp.eval.robustness import trained_policy
+
+    config = trained_policy(RobustnessConfig(run_dir=str(run_dir), n=5), overrides=["n=5"])
+    assert (config.env.turn_budget, config.env.top_k) == (5, 4)
+    assert config.rollout.assistant_prefix == "<tool_call>\n"
+    assert config.rollout.sampling.temperature == 0.0
+    assert config.policy.adapters == [
+        str(run_dir / "warm_start" / "adapter"),
+        str(run_dir / "final"),
+    ]
+    assert config.out == str(REPO_ROOT / "runs" / "robustness" / "run-final")
+    kept = trained_policy(RobustnessConfig(run_dir=str(run_dir), out="/o"), [])
+    assert kept.out == "/o"
+    with pytest.raises(ValueError, match="trained run fixes"):
+        trained_policy(RobustnessConfig(run_dir=str(run_dir)), ["env.top_k=3"])
