@@ -169,10 +169,14 @@ class RolloutEngine:
     def _stop_full_contexts(
         self, episodes: Sequence[Episode], traces: Sequence[TokenTrace | None]
     ) -> None:
-        """Stop (token_budget) every running episode whose context cannot fit one more token."""
+        """Stop (token_budget) every running episode whose context cannot fit one more token
+        after the assistant prefix (which ``_generate`` inserts before the model writes)."""
+        prefix = 0
+        if self.config.assistant_prefix and self.chat is not None:
+            prefix = len(self.chat.text_ids(self.config.assistant_prefix))
         for episode, trace in zip(episodes, traces, strict=True):
             if not episode.done and trace is not None:
-                if trace.length >= self.config.max_context_tokens:
+                if trace.length + prefix >= self.config.max_context_tokens:
                     self.env.stop(episode, StopReason.TOKEN_BUDGET)
 
     def _stop_late_episodes(self, episodes: Sequence[Episode], started: float) -> None:

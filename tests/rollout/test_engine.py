@@ -115,6 +115,32 @@ def test_token_budget_stops_an_episode(env, chat, tiny_questions):
     assert batch.trajectories[0].turns_used == 0
 
 
+def test_a_context_the_assistant_prefix_fills_stops_on_the_token_budget(env, chat, tiny_questions):
+    """The prefix is inserted before the model writes: a context it fills leaves the model 0
+    tokens, which is the token budget's stop, not a generation error (found by
+    scripts/robustness.py's token-budget run)."""
+    prefix = '<tool_call>\n{"name": "'
+    prompt = len(chat.prompt_ids(env.reset(tiny_questions[0]).messages))
+    requests = []
+
+    class Recording(HeuristicSearchPolicy):
+        def generate(self, requests_, sampling):
+            requests.extend(requests_)
+            return super().generate(requests_, sampling)
+
+    for room, stop in ((0, StopReason.TOKEN_BUDGET), (1, None)):
+        budget = prompt + len(chat.text_ids(prefix)) + room
+        config = RolloutConfig(assistant_prefix=prefix, max_context_tokens=budget)
+        engine = RolloutEngine(env, Recording(), config, chat=chat)
+        trajectory = engine.run(tiny_questions[:1]).trajectories[0]
+        if stop is not None:
+            assert (trajectory.stop_reason, trajectory.turns_used) == (stop, 0)
+            assert requests == []
+        else:  # one token of room: the model is asked for exactly one
+            assert [r.max_new_tokens for r in requests] == [1]
+            assert trajectory.stop_reason != StopReason.GENERATION_ERROR
+
+
 def test_generation_error_stops_only_that_episode(env, tiny_questions):
     class Flaky:
         def generate(self, requests, sampling):
