@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tiny_run import tiny_run_overrides
 
 from grasp.paths import REPO_ROOT
 
@@ -55,15 +56,7 @@ def launch_command(run_dir: Path, model_dir: Path, questions: Path, index_dir: P
         "--dynamo_backend=no",
         "--main_process_port=0",  # a free port
         str(REPO_ROOT / "scripts" / "train.py"),
-        "experiment=cpu_smoke",
-        f"model.name={model_dir}",
-        "model.dtype=float32",
-        "model.chat_template=model",
-        f"questions_path={questions}",
-        f"index_dir={index_dir}",
-        f"run_dir={run_dir}",
-        "grpo.lora.enabled=false",
-        "grpo.bf16=false",
+        *tiny_run_overrides(run_dir, model_dir, questions, index_dir),
         "grpo.questions_per_step=2",  # one question (G samples) per process per step
         f"grpo.max_steps={STEPS}",
         "save_every=1",

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_run import tiny_run_overrides
 
 from grasp.paths import REPO_ROOT
 
@@ -20,15 +21,7 @@ def train_command(run_dir: Path, model_dir: Path, questions: Path, index_dir: Pa
     return [
         sys.executable,
         str(REPO_ROOT / "scripts" / "train.py"),
-        "experiment=cpu_smoke",
-        f"model.name={model_dir}",
-        "model.dtype=float32",
-        "model.chat_template=model",
-        f"questions_path={questions}",
-        f"index_dir={index_dir}",
-        f"run_dir={run_dir}",
-        "grpo.lora.enabled=false",
-        "grpo.bf16=false",
+        *tiny_run_overrides(run_dir, model_dir, questions, index_dir),
         "grpo.questions_per_step=1",
         "rollout.sampling.max_new_tokens=8",
         "eval_questions=2",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from omegaconf import OmegaConf
+from tiny_run import tiny_run_overrides
 
 from grasp.paths import REPO_ROOT
 from grasp.train import trainer as trainer_module
@@ -40,15 +41,7 @@ def compose(run_dir, model_dir, questions, index_dir):
 
     register_configs()
     overrides = [
-        "experiment=cpu_smoke",
-        f"model.name={model_dir}",
-        "model.dtype=float32",
-        "model.chat_template=model",
-        f"questions_path={questions}",
-        f"index_dir={index_dir}",
-        f"run_dir={run_dir}",
-        "grpo.lora.enabled=false",
-        "grpo.bf16=false",
+        *tiny_run_overrides(run_dir, model_dir, questions, index_dir),
         "grpo.questions_per_step=1",
         "grpo.max_steps=1",
         "rollout.sampling.max_new_tokens=4",
