@@ -191,12 +191,6 @@ class EvaluateConfig:
         check_range("batch_questions", self.batch_questions, low=1)
         check_range("show", self.show, low=0)
 
-    def validate(self) -> None:
-        """The checks of the parts that validate on request (env, judge): scripts/evaluate.py
-        runs them before it reads any file."""
-        self.env.validate()
-        self.judge.validate()
-
     def dataset_configs(self) -> list[DatasetConfig]:
         """The datasets to evaluate, in order, with the file each one reads."""
         if self.dataset is not None:

@@ -45,9 +45,9 @@ def check_range(
 ) -> None:
     """Raise a ValueError naming the config field when ``value`` lies outside ``[low, high]``.
 
-    A bound of None is open. Config dataclasses call this from ``__post_init__`` (or their
-    ``validate``), so that a value that cannot work fails when the config is built, before
-    any index is built or any model loaded.
+    A bound of None is open. Config dataclasses call this from ``__post_init__``, so that a
+    value that cannot work fails when the config is built, before any index is built or any
+    model loaded.
     """
     if low is not None and value < low:
         raise ValueError(f"{field_name} must be at least {low}, got {value}")

@@ -32,7 +32,6 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchEnvConfig)
     set_threads(config.threads)
-    config.env.validate()  # before the index build
     results = run_benchmark(config)
     publish(results, config.out, "bench_env.json", table(results), log)
 

@@ -1,8 +1,8 @@
 """Config values that cannot work fail when the config is built, naming the field (issue 18, 5.12).
 
-Each bad override is composed through the real Hydra configs, as the entry point composes it,
-then given to the checks the entry point runs before any file is read (``EvaluateConfig.
-validate``); the ValueError must name the field as the user typed it. The value lists that
+Each bad override is composed through the real Hydra configs into its dataclass, as the entry
+point composes it: every config checks its fields in ``__post_init__``, so building it is the
+check, before any file is read; the ValueError must name the field as the user typed it. The value lists that
 mirror a library's own (TRL's loss types, transformers' schedulers, uvicorn's log levels,
 bm25s's methods) are checked against the installed library.
 """
@@ -49,13 +49,10 @@ REQUIRED = {"prepare_data": ["dataset=hotpotqa", "out=x.jsonl"], "serve_retrieva
 
 
 def build(name: str, *overrides: str):
-    """Compose ``configs/<name>.yaml`` with ``overrides`` into its dataclass, then run the
-    checks its entry point runs first."""
+    """Compose ``configs/<name>.yaml`` with ``overrides`` into its dataclass (which checks it)."""
     with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
         cfg = compose(name, overrides=[*REQUIRED.get(name, []), *overrides])
         config = to_dataclass(cfg, SCHEMAS[name])
-    if hasattr(config, "validate"):
-        config.validate()
     return config
 
 
@@ -97,6 +94,15 @@ BAD = [
     ("train", "grpo.lr_scheduler_type=reduce_lr_on_plateau", "grpo.lr_scheduler_type"),
     ("train", "grpo.scale_rewards=std", "grpo.scale_rewards"),
     ("train", "save_every=0", "save_every"),
+    ("train", "grpo.num_generations=1", "grpo.num_generations"),
+    ("train", "grpo.questions_per_step=0", "grpo.questions_per_step"),
+    ("train", "grpo.max_steps=0", "grpo.max_steps"),
+    ("train", "grpo.vllm_importance_sampling_mode=per_token", "grpo.vllm_importance_sampling_mode"),
+    ("train", "rollout.sampling.temperature=0", "rollout.sampling.temperature"),
+    ("train", "eval_max_batch_size=0", "eval_max_batch_size"),
+    ("evaluate", "env.tools=[semantic_search]", "env.tools"),
+    ("evaluate", "env.tools=[answer]", "env.tools"),
+    ("evaluate", "judge=openai judge.base_url=", "judge.kind"),
     ("train", "eval_questions=0", "eval_questions"),
     ("train", "trajectories_every=-1", "trajectories_every"),
     ("train", "experiment=cpu_grasp save_every=0", "save_every"),

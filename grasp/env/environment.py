@@ -91,6 +91,7 @@ class EnvConfig:
         self.tools = [parse_enum(ToolName, t, "env.tools") for t in self.tools]
         self.scope = parse_enum(SearchScope, self.scope, "env.scope")
         self.final_message = parse_enum(FinalMessagePolicy, self.final_message, "env.final_message")
+        self._check()
 
     @property
     def granularity(self) -> Granularity:
@@ -99,13 +100,13 @@ class EnvConfig:
             return Granularity.SENTENCE
         return Granularity.PARAGRAPH
 
-    def validate(self) -> None:
+    def _check(self) -> None:
         """Raise ValueError naming the field when the configuration cannot work."""
         if ToolName.ANSWER not in self.tools:
             raise ValueError("env.tools must include answer")
         if not any(t in self.tools for t in SEARCH_TOOLS):
             raise ValueError(
-                "env.tools has no search tool: add semantic_search, keyword_search or search"
+                "env.tools must include a search tool: semantic_search, keyword_search or search"
             )
         if self.citations and self.granularity is not Granularity.SENTENCE:
             raise ValueError(
@@ -136,7 +137,6 @@ class RetrievalEnvironment:
     """Runs the tools of many episodes against one index, batching searches per tool."""
 
     def __init__(self, index: SearchIndex, config: EnvConfig) -> None:
-        config.validate()
         if config.top_k > index.corpus.num_units(config.granularity):
             raise ValueError(
                 f"env.top_k={config.top_k} exceeds the {config.granularity}s in the corpus "

@@ -113,8 +113,9 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         self.kind = parse_enum(JudgeKind, self.kind, "judge.kind")
+        self._check()
 
-    def validate(self) -> None:
+    def _check(self) -> None:
         """Raise ValueError naming the field when a configured judge cannot work."""
         if self.kind is JudgeKind.NONE:
             return
@@ -193,7 +194,6 @@ class Judge:
         backend: Policy,
         encode: Callable[[list[dict[str, str]]], list[int]] | None = None,
     ) -> None:
-        config.validate()
         self.config = config
         self.backend = backend
         self.encode = encode
@@ -246,7 +246,6 @@ class Judge:
 
 def build_judge(config: JudgeConfig) -> Judge | None:
     """The configured judge, its model loaded; None for ``judge.kind=none``."""
-    config.validate()
     kind = JudgeKind(config.kind)
     if kind is JudgeKind.NONE:
         return None

@@ -151,7 +151,6 @@ def evaluate_datasets(config: EvaluateConfig) -> EvaluationResults:
     file of the last dataset must not wait for the others. ``config.show`` prints the first
     trajectories of each dataset turn by turn.
     """
-    config.validate()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "evaluate" / config.policy.kind
     provenance = {
         "code": code_version(),

@@ -233,7 +233,6 @@ def trained_policy(config: RobustnessConfig, overrides: Sequence[str]) -> Robust
 
 def run_robustness(config: RobustnessConfig) -> RobustnessReport:
     """Every run of the suite, then robustness.json and robustness.md in ``config.out``."""
-    config.env.validate()
     started = time.perf_counter()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "robustness" / config.policy.kind
     path = default_normalized_path(config.dataset, config.split, config.data_dir)

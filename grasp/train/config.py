@@ -21,6 +21,8 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vesp
 """The loss variants of TRL 1.16's ``GRPOConfig.loss_type``."""
 SCALE_REWARDS = ("group", "batch", "none")
 """The advantage scalings of TRL's ``GRPOConfig.scale_rewards``."""
+IMPORTANCE_SAMPLING_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+"""TRL's ``GRPOConfig.vllm_importance_sampling_mode`` values."""
 LR_SCHEDULERS = (
     "constant",
     "constant_with_warmup",
@@ -158,7 +160,18 @@ class GRPOSettings:
         check_choice("grpo.loss_type", self.loss_type, LOSS_TYPES)
         check_choice("grpo.scale_rewards", self.scale_rewards, SCALE_REWARDS)
         check_choice("grpo.lr_scheduler_type", self.lr_scheduler_type, LR_SCHEDULERS)
+        check_choice(
+            "grpo.vllm_importance_sampling_mode",
+            self.vllm_importance_sampling_mode,
+            IMPORTANCE_SAMPLING_MODES,
+        )
         self.vllm_mode = parse_enum(VllmMode, self.vllm_mode, "grpo.vllm_mode")
+        check_range("grpo.questions_per_step", self.questions_per_step, low=1)
+        check_range("grpo.max_steps", self.max_steps, low=1)
+        if self.num_generations < 2:
+            raise ValueError(
+                "grpo.num_generations must be at least 2: GRPO compares samples in a group"
+            )
 
 
 @dataclass
@@ -239,3 +252,9 @@ class TrainConfig:
         check_range("eval_questions", self.eval_questions, low=1)
         check_range("trajectories_every", self.trajectories_every, low=0)
         check_range("trajectory_questions", self.trajectory_questions, low=0)
+        check_range("eval_max_batch_size", self.eval_max_batch_size, low=1)
+        if self.rollout.sampling.temperature <= 0:
+            raise ValueError(
+                "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "
+                "are identical and GRPO learns nothing from them"
+            )

@@ -72,8 +72,10 @@ class TrainingData:
 
 def validate_config(config: TrainConfig, world_size: int = 1) -> None:
     """Fail before any work, naming the field, on settings that cannot work (``world_size``:
-    the training processes of the launch)."""
-    config.env.validate()
+    the training processes of the launch).
+
+    The checks that need more than the config's own fields (files, the launch); each config
+    dataclass checks its fields when it is built (``__post_init__``)."""
     name = config.model.name
     if (
         not name.startswith(WHEEL_PREFIX)
@@ -86,30 +88,11 @@ def validate_config(config: TrainConfig, world_size: int = 1) -> None:
 
         gguf_path(wheel_model(name))  # raises naming the missing wheel
     grpo = config.grpo
-    for field_name in ("num_generations", "questions_per_step", "max_steps"):
-        if getattr(grpo, field_name) < 1:
-            raise ValueError(f"grpo.{field_name} must be at least 1")
-    if grpo.num_generations < 2:
-        raise ValueError(
-            "grpo.num_generations must be at least 2: GRPO compares samples in a group"
-        )
-    if config.rollout.sampling.temperature <= 0:
-        raise ValueError(
-            "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "
-            "are identical and GRPO learns nothing from them"
-        )
-    modes = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-    if grpo.vllm_importance_sampling_mode not in modes:
-        raise ValueError(
-            f"grpo.vllm_importance_sampling_mode={grpo.vllm_importance_sampling_mode!r} is not one of {modes}"
-        )
     if grpo.questions_per_step % world_size:
         raise ValueError(
             f"grpo.questions_per_step={grpo.questions_per_step} must be a multiple of the "
             f"{world_size} training processes: each process rolls out whole groups"
         )
-    if config.eval_max_batch_size < 1:
-        raise ValueError(f"eval_max_batch_size={config.eval_max_batch_size} must be at least 1")
     if parameters_sharded_by_launcher():
         check_sharded_generation(config, "this accelerate launch (FSDP or DeepSpeed ZeRO-3)")
 

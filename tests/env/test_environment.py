@@ -236,18 +236,18 @@ def test_search_r1_tool_set(tiny_index, tiny_questions):
 
 
 @pytest.mark.parametrize(
-    ("config", "field"),
+    ("fields", "field"),
     [
-        (EnvConfig(tools=[ToolName.READ_PARAGRAPH, ToolName.ANSWER]), "no search tool"),
-        (EnvConfig(tools=[ToolName.SEMANTIC_SEARCH]), "answer"),
-        (EnvConfig(top_k=0), "top_k"),
-        (EnvConfig(turn_budget=0), "turn_budget"),
-        (EnvConfig(top_k=1000), "top_k=1000"),
+        ({"tools": [ToolName.READ_PARAGRAPH, ToolName.ANSWER]}, "must include a search tool"),
+        ({"tools": [ToolName.SEMANTIC_SEARCH]}, "answer"),
+        ({"top_k": 0}, "top_k"),
+        ({"turn_budget": 0}, "turn_budget"),
+        ({"top_k": 1000}, "top_k=1000"),  # checked against the index it is given
     ],
 )
-def test_bad_configuration_fails_before_any_episode(tiny_index, config, field):
+def test_bad_configuration_fails_before_any_episode(tiny_index, fields, field):
     with pytest.raises(ValueError, match=field):
-        RetrievalEnvironment(tiny_index, config)
+        RetrievalEnvironment(tiny_index, EnvConfig(**fields))
 
 
 def test_stepping_a_finished_episode_is_an_error(env, tiny_questions):

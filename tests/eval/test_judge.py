@@ -240,9 +240,9 @@ def test_configuration_errors_name_the_field(openai_config, change, message):
         prompt = dataclasses.replace(prompt, user=change.pop("prompt_user"))
     if "prompt_version" in change:
         prompt = dataclasses.replace(prompt, version=change.pop("prompt_version"))
-    config = dataclasses.replace(openai_config, prompt=prompt, **change)
+    # The config checks itself when it is built, before any judge model or server is reached.
     with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}")):
-        build_judge(config)
+        dataclasses.replace(openai_config, prompt=prompt, **change)
 
 
 def test_unknown_judge_kind_names_the_field():

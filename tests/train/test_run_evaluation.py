@@ -13,7 +13,7 @@ from grasp.models import ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.policy import SamplingConfig
 from grasp.train.config import TrainConfig
-from grasp.train.trainer import TrainingData, TrainingSetup, evaluate_model, validate_config
+from grasp.train.trainer import TrainingData, TrainingSetup, evaluate_model
 
 
 @pytest.fixture(scope="module")
@@ -67,5 +67,5 @@ def test_an_evaluation_that_runs_out_of_memory_fails_loudly(setup, tmp_path, mon
 
 
 def test_eval_max_batch_size_is_validated():
-    with pytest.raises(ValueError, match="eval_max_batch_size=0"):
-        validate_config(TrainConfig(eval_max_batch_size=0))
+    with pytest.raises(ValueError, match="eval_max_batch_size must be at least 1, got 0"):
+        TrainConfig(eval_max_batch_size=0)
