@@ -392,6 +392,35 @@ class PairedConfig:
     """JSON file to write the comparison to (its markdown is printed); null: print only."""
 
 
+@dataclass
+class KSweepConfig:
+    """scripts/k_sweep.py: the corrective baselines at several k, then their trigger rates."""
+
+    root: str = "runs/k_sweep"
+    """Folder of the sweep: one scripts/baselines.py sweep per k (k<K>/), k_sweep.json/md."""
+    ks: list[int] = field(default_factory=lambda: [3, 5, 10])
+    """The hits per search (env.top_k) of each sweep."""
+    baselines: list[str] = field(default_factory=lambda: ["crag", "self_rag"])
+    """Rows of every sweep (configs/baseline/ names)."""
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa"])
+    """Datasets of every sweep."""
+    n: int = 100
+    """Questions per dataset (seed 42, as the baseline table samples them)."""
+    overrides: list[str] = field(default_factory=list)
+    """Further overrides of every scripts/baselines.py run (policy=..., judge=...)."""
+    table_only: bool = False
+    """Rewrite k_sweep.json/md from the k<K>/ folders as they are; evaluate nothing."""
+
+    def __post_init__(self) -> None:
+        if not self.ks or len(set(self.ks)) != len(self.ks):
+            raise ValueError(f"ks must list distinct values of k, got {self.ks}")
+        for k in self.ks:
+            check_range("ks", k, low=1)
+        self.baselines = [str(parse_enum(Baseline, b, "baselines")) for b in self.baselines]
+        self.datasets = [str(parse_enum(DatasetName, d, "datasets")) for d in self.datasets]
+        check_range("n", self.n, low=1)
+
+
 class CompareMode(StrEnum):
     """What scripts/ablate.py does."""
 
@@ -546,6 +575,7 @@ def register_configs() -> None:
     store.store(name="bench_serve_schema", node=BenchServeConfig)
     store.store(name="report_schema", node=ReportConfig)
     store.store(name="compare_schema", node=PairedConfig)
+    store.store(name="k_sweep_schema", node=KSweepConfig)
     store.store(name="bench_train_step_schema", node=BenchTrainStepConfig)
     # configs/ablate.yaml: the sweep over the variants, and no sweep when it only compares.
     OmegaConf.register_new_resolver(
