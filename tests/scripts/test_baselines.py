@@ -57,6 +57,7 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
         ["cpu_grasp", "single_step_hybrid"],
         ["cpu_grasp_warm_start", "single_step_hybrid"],
         ["cpu_grasp", "ircot"],
+        ["cpu_grasp_ds", "cpu_grasp"],
     ]
     assert swept.pop("trained") == {
         "cpu_grasp": {
@@ -68,6 +69,11 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
             "run_dir": "results/cpu_grasp",
             "stage": "warm_start",
             "label": "cpu_grasp warm start (before GRPO)",
+        },
+        "cpu_grasp_ds": {
+            "run_dir": "results/cpu_grasp_ds",
+            "stage": "final",
+            "label": "cpu_grasp with dynamic sampling (after GRPO)",
         },
     }
     evaluated = compose("evaluate", overrides=["policy=hf", "baseline=ircot"])
@@ -129,7 +135,13 @@ def test_trained_rows_are_evaluated_in_their_runs_environment(baselines, hydra_c
     task.append(f"+trained.mine={{run_dir:'{run}',stage:warm_start,label:Mine}}")
     task.append(f"+trained.gone={{run_dir:'{tmp_path / 'gone'}',label:Gone}}")
     config = to_dataclass(compose("baselines", overrides=task), BaselinesConfig)
-    assert list(config.trained) == ["cpu_grasp", "cpu_grasp_warm_start", "mine", "gone"]
+    assert list(config.trained) == [
+        "cpu_grasp",
+        "cpu_grasp_warm_start",
+        "cpu_grasp_ds",
+        "mine",
+        "gone",
+    ]
     config.trained = {name: config.trained[name] for name in ("mine", "gone")}
     shared = baselines.evaluate_overrides(task, {"policy": "hf"})
     assert shared == ["policy=hf", "n=7"]
