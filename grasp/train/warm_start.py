@@ -59,6 +59,10 @@ class WarmStartSettings:
     plans: list[list[str]] = field(default_factory=list)
     """Tool sequences the questions are shared among, round-robin (each ends with answer);
     empty: the heuristic search-then-read policy."""
+    adapt_plans: bool = False
+    """For a run that lacks some of the plans' tools (the tool ablations): a missing search
+    becomes the other search (not repeated where the plan already calls it) and a missing
+    read_paragraph is dropped (``adapt_plan``); off: such a plan is an error."""
     min_recall: float = 0.5
     """Keep an episode when at least this fraction of gold paragraphs was retrieved."""
     epochs: float = 1.0
@@ -177,10 +181,14 @@ def scripted_episodes(
 ) -> list[Trajectory]:
     """The scripted policy's episodes, tokenized exactly as the policy's rollouts are; with
     ``plans``, question ``i`` of the seeded sample is played with plan ``i % len(plans)``."""
-    check_plans(settings.plans, [str(tool) for tool in env.config.tools])
+    tools = [str(tool) for tool in env.config.tools]
+    plans = settings.plans
+    if settings.adapt_plans:
+        plans = [adapt_plan(plan, tools) for plan in plans]
+    check_plans(plans, tools)
     sample = random.Random(settings.seed).sample(questions, min(settings.questions, len(questions)))
     prefix = rollout.assistant_prefix
-    plans = settings.plans or [None]
+    plans = plans or [None]
     episodes = []
     for number, plan in enumerate(plans):
         share = sample[number :: len(plans)]
@@ -190,6 +198,28 @@ def scripted_episodes(
         engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
         episodes.extend(engine.run(share).trajectories)
     return episodes
+
+
+SUBSTITUTES = {"semantic_search": "keyword_search", "keyword_search": "semantic_search"}
+"""The tool a plan calls instead of a search the run lacks (``adapt_plan``)."""
+
+
+def adapt_plan(plan: Sequence[str], tools: Sequence[str]) -> list[str]:
+    """``plan`` for a run offering only ``tools``: each missing search becomes the other
+    search unless the plan already calls that one, and a missing read_paragraph is dropped.
+
+    >>> adapt_plan(["semantic_search", "keyword_search", "answer"], ["keyword_search", "answer"])
+    ['keyword_search', 'answer']
+    """
+    adapted = []
+    for tool in plan:
+        if tool in tools:
+            adapted.append(tool)
+            continue
+        substitute = SUBSTITUTES.get(tool)
+        if substitute in tools and substitute not in plan:
+            adapted.append(substitute)
+    return adapted
 
 
 def check_plans(plans: list[list[str]], tools: Sequence[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from transformers import AutoTokenizer
 
@@ -9,7 +11,7 @@ from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.models import ModelConfig, prepare_model, qwen2_5_template
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig
-from grasp.train.warm_start import WarmStartSettings, scripted_episodes, sft_rows
+from grasp.train.warm_start import WarmStartSettings, adapt_plan, scripted_episodes, sft_rows
 
 PREFIX = '<tool_call>\n{"name": "'
 
@@ -108,3 +110,63 @@ def test_bad_plans_fail_naming_the_plan(tiny_index, tiny_questions, plan, messag
     settings = WarmStartSettings(plans=[["semantic_search", "answer"], plan])
     with pytest.raises(ValueError, match=message):
         scripted_episodes(settings, list(tiny_questions), env, None, RolloutConfig())
+
+
+CPU_GRASP_PLANS = [
+    ["semantic_search", "answer"],
+    ["semantic_search", "keyword_search", "answer"],
+    ["semantic_search", "read_paragraph", "answer"],
+    ["semantic_search", "keyword_search", "read_paragraph", "read_paragraph", "answer"],
+]
+
+
+@pytest.mark.parametrize(
+    ("tools", "expected"),
+    [
+        (  # no read_paragraph: reads are dropped
+            ["semantic_search", "keyword_search", "answer"],
+            [
+                ["semantic_search", "answer"],
+                ["semantic_search", "keyword_search", "answer"],
+                ["semantic_search", "answer"],
+                ["semantic_search", "keyword_search", "answer"],
+            ],
+        ),
+        (  # no semantic search: keyword search instead, and a plan that has both searches keeps one
+            ["keyword_search", "read_paragraph", "answer"],
+            [
+                ["keyword_search", "answer"],
+                ["keyword_search", "answer"],
+                ["keyword_search", "read_paragraph", "answer"],
+                ["keyword_search", "read_paragraph", "read_paragraph", "answer"],
+            ],
+        ),
+        (  # no keyword search: the semantic search the plan already makes stays alone
+            ["semantic_search", "read_paragraph", "answer"],
+            [
+                ["semantic_search", "answer"],
+                ["semantic_search", "answer"],
+                ["semantic_search", "read_paragraph", "answer"],
+                ["semantic_search", "read_paragraph", "read_paragraph", "answer"],
+            ],
+        ),
+    ],
+)
+def test_adapt_plan_rewrites_each_plan_for_the_variants_tools(tools, expected):
+    assert [adapt_plan(plan, tools) for plan in CPU_GRASP_PLANS] == expected
+
+
+def test_adapted_plans_play_in_the_no_keyword_ablation(tiny_index, tiny_questions):
+    tools = ["semantic_search", "read_paragraph", "answer"]
+    env = RetrievalEnvironment(tiny_index, EnvConfig(turn_budget=6, tools=tools))
+    plans = [CPU_GRASP_PLANS[1], CPU_GRASP_PLANS[3]]
+    refused = WarmStartSettings(questions=2, min_recall=0.0, plans=plans)
+    with pytest.raises(ValueError, match=r"plans\[0\] calls \['keyword_search'\]"):
+        scripted_episodes(refused, list(tiny_questions), env, None, RolloutConfig())
+    adapted = replace(refused, adapt_plans=True)
+    episodes = scripted_episodes(adapted, list(tiny_questions), env, None, RolloutConfig())
+    called = [[turn.call["name"] for turn in episode.turns] for episode in episodes]
+    assert called == [
+        ["semantic_search", "answer"],
+        ["semantic_search", "read_paragraph", "read_paragraph", "answer"],
+    ]
