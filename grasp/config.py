@@ -447,11 +447,24 @@ class AblateConfig(TrainConfig):
     launcher: list[str] = field(default_factory=list)
     """Command prefix that runs scripts/train.py for each variant, e.g. [accelerate, launch,
     --config_file, configs/accelerate/zero2.yaml, --num_processes, 2]; empty: this Python."""
+    dev_n: int = 0
+    """After a variant's training, also evaluate it with scripts/evaluate.py run_dir=<variant>
+    (its own environment, greedy) on dev_n seed-42 questions of each of dev_datasets, into
+    <variant>/eval_dev/; the comparison then pairs every variant with the full run question
+    by question. 0: only the training run's own evaluation (eval_questions)."""
+    dev_datasets: list[str] = field(
+        default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"]
+    )
+    """The dev sets of that evaluation, each searched in its own pooled index."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.variants = [parse_enum(Ablation, v, "variants") for v in self.variants]
         self.compare = parse_enum(CompareMode, self.compare, "compare")
+        check_range("dev_n", self.dev_n, low=0)
+        self.dev_datasets = [parse_enum(DatasetName, d, "dev_datasets") for d in self.dev_datasets]
+        if self.dev_n and not self.dev_datasets:
+            raise ValueError("dev_n > 0 needs at least one dataset in dev_datasets")
 
 
 @dataclass

@@ -6,6 +6,7 @@
     python scripts/ablate.py experiment=grasp_qwen2.5_3b \\
         launcher=[accelerate,launch,--config_file,configs/accelerate/zero2.yaml,--num_processes,2]
     python scripts/ablate.py compare=only sweep_dir=runs/ablate/cpu_smoke
+    python scripts/ablate.py experiment=cpu_grasp grpo.max_steps=5 dev_n=100   # + 3 dev sets
 
 The sweep is configs/ablate.yaml's hydra.sweeper.params: one Hydra job per variant, the full
 model (none) first, then no read_paragraph, no semantic search, no keyword search, no R_R and
@@ -14,6 +15,9 @@ variant's memory, vLLM's included) with the job's overrides and
 run_dir=<sweep_dir>/<variant>: the same seed, questions and step budget, differing only in
 what the ablation sets. A finished variant is skipped; an interrupted one resumes through the
 trainer's own resume; the training output also goes to <sweep_dir>/<variant>/train.log.
+With dev_n=N, each trained variant is then evaluated by scripts/evaluate.py in its own
+environment on N questions of each dev set (<sweep_dir>/<variant>/eval_dev/, resumable), and
+the comparison pairs every variant with the full run on those questions.
 
 After each job, <sweep_dir>/comparison.json and comparison.md are rewritten: every variant's
 evaluation after training, with its delta against the full run of the same sweep. A variant
@@ -31,7 +35,7 @@ from omegaconf import DictConfig
 
 from grasp.config import AblateConfig, CompareMode, register_configs, to_dataclass
 from grasp.eval.ablation import Ablation
-from grasp.eval.ablation_sweep import compare_sweep, train_variant
+from grasp.eval.ablation_sweep import compare_sweep, evaluate_variant, train_variant
 from grasp.types import parse_enum
 
 register_configs()
@@ -48,6 +52,7 @@ def main(cfg: DictConfig) -> None:
     variant = parse_enum(Ablation, hydra_config.runtime.choices["ablation"], "ablation")
     try:
         train_variant(config, variant, list(hydra_config.overrides.task))
+        evaluate_variant(config, variant)
     finally:
         # Rewritten after every variant: a long sweep shows its progress, a failed one its state.
         compare_sweep(config)

@@ -11,6 +11,11 @@ paper's ablations compare against their own reference run rather than the main r
 writes ``comparison.json`` (every value, its delta against the full run and its 95% bootstrap
 interval where the evaluation has one) and ``comparison.md`` (the same as tables). A variant
 that never ran, is still running or failed is a row that says so, never a dropped row.
+
+A variant evaluated on the dev sets as well (``<variant>/eval_dev/``, scripts/evaluate.py;
+``scripts/ablate.py dev_n=N``) also gets a row per dataset and pooled in the "Dev sets" table:
+its values with their intervals and, against the full run's evaluation of the same
+questions, the paired differences of EM, F1 and recall (grasp/eval/paired.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.paired import PAIRED_METRICS, compare_folders
 from grasp.eval.sweep import (
     RunStatus,
     as_json,
@@ -60,8 +66,14 @@ _LABELS = {
 REFERENCE = Ablation.NONE
 """The full model: every other variant's deltas are taken against this run of the same sweep."""
 
-ABLATION_FIELDS = ("env.tools", "rollout.reward.alpha", "rollout.reward.beta")
-"""The configuration keys that ``configs/ablation/*.yaml`` change (besides run_dir). A variant
+ABLATION_FIELDS = (
+    "env.tools",
+    "rollout.reward.alpha",
+    "rollout.reward.beta",
+    "warm_start.adapt_plans",
+)
+"""The configuration keys that ``configs/ablation/*.yaml`` change (besides run_dir; a tool
+ablation's warm start plays its plans with the variant's tools, ``adapt_plans``). A variant
 that differs from its reference in anything else (seed, data, model, step budget, evaluation
 questions...) is not matched, except in ``UNCOMPARED_FIELDS``."""
 UNCOMPARED_FIELDS = (
@@ -75,6 +87,8 @@ UNCOMPARED_FIELDS = (
 
 RESULTS_FILE = "results.json"
 CONFIG_FILE = "config.json"
+DEV_EVAL_DIR = "eval_dev"
+"""In a variant's run folder: its evaluation on the dev sets (scripts/evaluate.py's out)."""
 
 
 def sweep_variants(variants: Iterable[str]) -> list[Ablation]:
@@ -124,6 +138,12 @@ class VariantRun:
     """The run's resolved configuration (config.json), once training started."""
     error: str | None = None
     """What failed, for a failed run."""
+    dev_status: RunStatus = RunStatus.MISSING
+    """State of the evaluation on the dev sets (eval_dev/)."""
+    dev: dict[str, Any] | None = None
+    """That evaluation's results.json, once it finished."""
+    dev_error: str | None = None
+    """What failed, for a failed dev evaluation."""
 
 
 AFTER_KEYS = ("em", "f1", "recall", "read_recall", "reward", "tool_calls_per_episode")
@@ -133,6 +153,19 @@ AFTER_KEYS = ("em", "f1", "recall", "read_recall", "reward", "tool_calls_per_epi
 def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
     """Read ``<sweep_dir>/<variant>``; raise ValueError naming the file if it is malformed."""
     run_dir = sweep_dir / str(variant)
+    run = _read_training(run_dir, variant)
+    dev_dir = run_dir / DEV_EVAL_DIR
+    run.dev_error = read_failure(dev_dir)
+    if run.dev_error is not None:
+        run.dev_status = RunStatus.FAILED
+    elif (dev_dir / RESULTS_FILE).exists():
+        run.dev_status, run.dev = RunStatus.FINISHED, read_json(dev_dir / RESULTS_FILE)
+    elif dev_dir.exists():
+        run.dev_status = RunStatus.UNFINISHED
+    return run
+
+
+def _read_training(run_dir: Path, variant: Ablation) -> VariantRun:
     config = read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).exists() else None
     error = read_failure(run_dir)
     if error is not None:
@@ -300,9 +333,56 @@ def compare(sweep_dir: Path, variants: Iterable[str]) -> Comparison:
                 "mismatch": _mismatch(run, reference),
                 "error": run.error,
                 "metrics": metrics,
+                "dev": _dev_cells(run, reference),
             }
         )
     return comparison
+
+
+DEV_METRICS = ("em", "f1", "recall", "read_recall")
+"""Values of the dev-set table with their intervals; PAIRED_METRICS also get paired deltas."""
+POOLED = "pooled"
+
+
+def _dev_cells(run: VariantRun, reference: VariantRun) -> dict[str, Any]:
+    """A variant's dev-set evaluation: per dataset and pooled, each metric's value and
+    interval, its observation tokens and turns per episode, and (against the full run's
+    finished evaluation) the paired difference of each of PAIRED_METRICS."""
+    cell: dict[str, Any] = {"status": str(run.dev_status), "error": run.dev_error, "scopes": {}}
+    if run.dev is None:
+        return cell
+    cell["n"] = run.dev.get("config", {}).get("n")
+    summaries = {**run.dev["datasets"], POOLED: run.dev["overall"]["pooled"]}
+    paired = None
+    if run.variant is not REFERENCE and reference.dev is not None:
+        shared = [d for d in run.dev["datasets"] if d in reference.dev["datasets"]]
+        if shared:
+            paired = compare_folders(
+                run.run_dir / DEV_EVAL_DIR, reference.run_dir / DEV_EVAL_DIR, shared
+            )
+    for scope, summary in summaries.items():
+        values = {}
+        for metric in DEV_METRICS:
+            interval = summary.get("ci", {}).get(metric)
+            ci = [interval["low"], interval["high"]] if interval else None
+            values[metric] = {"value": summary[metric], "ci": ci, "delta": None, "delta_ci": None}
+        if paired is not None:
+            differences = paired.pooled if scope == POOLED else paired.datasets.get(scope)
+            for metric in PAIRED_METRICS if differences is not None else ():
+                d = differences[metric].difference
+                values[metric].update(delta=d.mean, delta_ci=[d.low, d.high], paired=d.n)
+        generated = summary.get("generated_tokens_per_episode")
+        completion = summary.get("completion_tokens_per_episode")
+        # Token means are "not available" (a string) for episodes without token traces.
+        counted = all(isinstance(v, (int, float)) for v in (generated, completion))
+        observed = completion - generated if counted else None
+        cell["scopes"][scope] = {
+            "questions": summary.get("episodes"),
+            "metrics": values,
+            "observation_tokens_per_episode": observed,
+            "turns_per_episode": summary.get("turns_per_episode"),
+        }
+    return cell
 
 
 def _cell(key: str, cell: dict | None, reference: dict | None) -> dict[str, Any]:
@@ -345,7 +425,58 @@ def render_markdown(comparison: Comparison) -> str:
             for row in rows
         ]
         lines += markdown_table(["variant", *(c.label for c in columns)], cells)
+    lines += _dev_markdown(rows)
     return "\n".join(lines) + "\n"
+
+
+def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The "Dev sets" table, when any variant has a dev-set evaluation (finished or not)."""
+    if all(row["dev"]["status"] == RunStatus.MISSING for row in rows):
+        return []
+    lines = [
+        "",
+        "## Dev sets",
+        "",
+        "Each trained variant evaluated by scripts/evaluate.py in its own environment "
+        "(greedy, seed-42 questions of each dev set, searched in the dev set's own pooled "
+        "index). In parentheses: the paired difference from the full run on the same "
+        "questions, with its 95% paired-bootstrap interval.",
+        "",
+    ]
+    header = ["variant", "part", "questions", "EM", "F1", "recall", "read recall"]
+    header += ["observation tokens", "turns"]
+    cells = []
+    for row in rows:
+        dev = row["dev"]
+        if not dev["scopes"]:
+            note = dev["error"] or str(dev["status"])
+            cells.append([_name(row), escape_cell(note), *[""] * (len(header) - 2)])
+            continue
+        for scope, part in dev["scopes"].items():
+            metrics = [_dev_value(part["metrics"][m]) for m in DEV_METRICS]
+            tokens = part["observation_tokens_per_episode"]
+            turns = part["turns_per_episode"]
+            cells.append(
+                [
+                    _name(row),
+                    scope,
+                    "" if part["questions"] is None else str(part["questions"]),
+                    *metrics,
+                    "—" if tokens is None else f"{tokens:.0f}",
+                    "—" if turns is None else f"{turns:.2f}",
+                ]
+            )
+    return lines + markdown_table(header, cells)
+
+
+def _dev_value(cell: dict[str, Any]) -> str:
+    text = f"{cell['value']:.3f}"
+    if cell["ci"] is not None:
+        text += f" [{cell['ci'][0]:.3f}, {cell['ci'][1]:.3f}]"
+    if cell["delta"] is not None:
+        low, high = cell["delta_ci"]
+        text += f" ({cell['delta']:+.3f} [{low:+.3f}, {high:+.3f}])"
+    return text
 
 
 def _name(row: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """The ablation sweep behind scripts/ablate.py: each variant's scripts/train.py overrides, its
-training in a process of its own (skipped when finished), and the comparison table
-(grasp/eval/ablation.py) rewritten after each variant.
+training in a process of its own (skipped when finished), its evaluation on the dev sets
+(``dev_n`` > 0; scripts/evaluate.py in a process of its own, resumed when interrupted), and
+the comparison table (grasp/eval/ablation.py) rewritten after each variant.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from hydra import compose
 from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, to_dataclass
-from grasp.eval.ablation import Ablation, is_finished, write_comparison
-from grasp.eval.sweep import job_overrides, run_job
+from grasp.eval.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
+from grasp.eval.sweep import job_overrides, read_json, run_job
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
 
 log = logging.getLogger("ablate")
 
 TRAIN_SCRIPT = REPO_ROOT / "scripts" / "train.py"
+EVALUATE_SCRIPT = REPO_ROOT / "scripts" / "evaluate.py"
 SWEEP_FIELDS = frozenset(f.name for f in fields(AblateConfig)) - {
     f.name for f in fields(TrainConfig)
 }
@@ -54,6 +56,47 @@ def train_variant(config: AblateConfig, variant: Ablation, task_overrides: list[
     command = [*(config.launcher or [sys.executable]), str(TRAIN_SCRIPT), *overrides]
     log.info("%s (%s): %s", variant, variant.label, shlex.join(command))
     run_job(f"variant {variant}", "scripts/train.py", command, run_dir, run_dir / "train.log")
+
+
+def dev_eval_command(config: AblateConfig, run_dir: Path) -> list[str]:
+    """scripts/evaluate.py's command for a trained variant: its final policy in its own
+    environment (from its config.json), on ``dev_n`` questions of each of ``dev_datasets``."""
+    datasets = ",".join(str(d) for d in config.dev_datasets)
+    return [
+        sys.executable,
+        str(EVALUATE_SCRIPT),
+        f"run_dir={run_dir}",
+        f"n={config.dev_n}",
+        f"datasets=[{datasets}]",
+        f"out={run_dir / DEV_EVAL_DIR}",
+        f"threads={config.threads}",
+    ]
+
+
+def dev_eval_done(config: AblateConfig, run_dir: Path) -> bool:
+    """True when ``<run_dir>/eval_dev`` holds a finished evaluation of these datasets and n."""
+    results = run_dir / DEV_EVAL_DIR / "results.json"
+    if not results.exists():
+        return False
+    evaluated = read_json(results).get("config", {})
+    datasets = [str(d) for d in config.dev_datasets]
+    return evaluated.get("n") == config.dev_n and evaluated.get("datasets") == datasets
+
+
+def evaluate_variant(config: AblateConfig, variant: Ablation) -> None:
+    """Evaluate a finished variant on the dev sets (``dev_n`` > 0), unless that is done. An
+    interrupted evaluation resumes (scripts/evaluate.py); a failed one writes
+    ``eval_dev/failed.json`` and raises, leaving the training run as it is."""
+    run_dir = Path(config.sweep_dir) / str(variant)
+    if config.dev_n == 0 or dev_eval_done(config, run_dir):
+        return
+    command = dev_eval_command(config, run_dir)
+    out = run_dir / DEV_EVAL_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    log.info("%s: dev evaluation: %s", variant, shlex.join(command))
+    run_job(
+        f"dev evaluation of {variant}", "scripts/evaluate.py", command, out, out / "evaluate.log"
+    )
 
 
 def compare_sweep(config: AblateConfig) -> None:

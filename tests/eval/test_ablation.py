@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grasp.eval.ablation import (
+    DEV_EVAL_DIR,
     FULL_WEIGHTS_TOTAL,
     Ablation,
     compare,
@@ -18,6 +19,7 @@ from grasp.eval.ablation import (
     sweep_variants,
     write_comparison,
 )
+from grasp.eval.summary import summarize
 from grasp.eval.sweep import RunStatus, clear_failure, record_failure
 
 WEIGHTS = {"alpha": 0.7, "beta": 0.15, "gamma": 0.15, "delta": 0.5, "threshold": 0.5}
@@ -260,3 +262,70 @@ def test_is_finished_needs_results_the_same_config_the_full_budget_and_no_failur
     assert rows_by_variant(compare(sweep, []))["none"]["status"] == RunStatus.FAILED
     clear_failure(run_dir)
     assert is_finished(run_dir, config)
+
+
+# --- the dev-set evaluation (<variant>/eval_dev, scripts/ablate.py dev_n=N) ------------------
+
+
+def write_dev_eval(run_dir: Path, episodes) -> None:
+    """An eval_dev/ folder as scripts/evaluate.py writes it, for one dataset."""
+    out = run_dir / DEV_EVAL_DIR
+    (out / "hotpotqa").mkdir(parents=True)
+    lines = "".join(json.dumps(t.to_json()) + "\n" for t in episodes)
+    (out / "hotpotqa" / "trajectories.jsonl").write_text(lines)
+    summary = summarize(episodes).to_json()
+    results = {
+        "config": {"n": len(episodes), "datasets": ["hotpotqa"]},
+        "datasets": {"hotpotqa": summary},
+        "overall": {"pooled": summary},
+    }
+    (out / "results.json").write_text(json.dumps(results))
+
+
+def test_dev_sets_are_paired_with_the_full_run_question_by_question(sweep, trajectory):
+    right = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1, 2}, semantic={1, 2}) for i in range(4)]
+    # no_read: right on q0 and q1 only, and it finds one gold paragraph of two on q0 to q3.
+    half = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1, 2}, semantic={1}) for i in range(2)]
+    half += [trajectory(f"q{i}#0", "Rome", ("Paris",), {1, 2}, semantic={1}) for i in (2, 3)]
+    write_dev_eval(sweep / "none", right)
+    write_dev_eval(sweep / "no_read", half)
+    (sweep / "no_rr" / DEV_EVAL_DIR).mkdir()  # started, not finished
+    comparison = compare(sweep, ["no_read", "no_rr", "no_rs"])
+    rows = rows_by_variant(comparison)
+    full, no_read = rows["none"]["dev"], rows["no_read"]["dev"]
+    assert (full["status"], full["n"], list(full["scopes"])) == (
+        "finished",
+        4,
+        ["hotpotqa", "pooled"],
+    )
+    em = no_read["scopes"]["pooled"]["metrics"]["em"]
+    assert (em["value"], em["delta"], em["paired"]) == (0.5, -0.5, 4)
+    assert em["delta_ci"][0] <= -0.5 <= em["delta_ci"][1] <= 0.0
+    recall = no_read["scopes"]["hotpotqa"]["metrics"]["recall"]
+    assert (recall["value"], recall["delta"]) == (0.5, -0.5)
+    assert recall["delta_ci"] == [-0.5, -0.5]  # every question differs by exactly -0.5
+    assert full["scopes"]["pooled"]["metrics"]["em"]["delta"] is None  # the reference itself
+    read = no_read["scopes"]["pooled"]["metrics"]["read_recall"]
+    assert (read["value"], read["delta"]) == (0.0, None)  # not one of the paired metrics
+    assert no_read["scopes"]["pooled"]["turns_per_episode"] == 1.0
+    assert rows["no_rr"]["dev"] == {"status": "unfinished", "error": None, "scopes": {}}
+    assert rows["no_rs"]["dev"]["status"] == "missing"
+    markdown = comparison.markdown()
+    assert "## Dev sets" in markdown
+    assert (
+        "| no read_paragraph (`no_read`) | pooled | 4 | 0.500 [0.000, 1.000] "
+        "(-0.500 [-1.000, +0.000]) |"
+    ) in markdown
+    assert "| no R_R (alpha=0) (`no_rr`) | unfinished |" in markdown
+
+
+def test_a_failed_dev_evaluation_is_named_and_leaves_the_training_row(sweep):
+    record_failure(sweep / "no_read" / DEV_EVAL_DIR, "scripts/evaluate.py exited with status 1")
+    rows = rows_by_variant(compare(sweep, ["no_read"]))
+    assert rows["no_read"]["status"] == "finished"
+    assert rows["no_read"]["dev"]["status"] == "failed"
+    assert rows["no_read"]["dev"]["error"] == "scripts/evaluate.py exited with status 1"
+
+
+def test_without_dev_evaluations_there_is_no_dev_table(sweep):
+    assert "## Dev sets" not in compare(sweep, ["no_read"]).markdown()

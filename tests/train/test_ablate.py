@@ -29,9 +29,9 @@ register_configs()
 
 SETS = {
     Ablation.NONE: set(),
-    Ablation.NO_READ: {"env.tools"},
-    Ablation.NO_SEMANTIC: {"env.tools", "rollout.reward.beta"},
-    Ablation.NO_KEYWORD: {"env.tools", "rollout.reward.beta"},
+    Ablation.NO_READ: {"env.tools", "warm_start.adapt_plans"},
+    Ablation.NO_SEMANTIC: {"env.tools", "rollout.reward.beta", "warm_start.adapt_plans"},
+    Ablation.NO_KEYWORD: {"env.tools", "rollout.reward.beta", "warm_start.adapt_plans"},
     Ablation.NO_RR: {"rollout.reward.alpha"},
     Ablation.NO_RS: {"rollout.reward.beta"},
 }
@@ -186,7 +186,11 @@ def test_a_two_variant_sweep_trains_skips_records_failures_and_compares(
         assert results["steps"] == 1
         assert (sweep / variant / "train.log").exists()
         configs[variant] = json.loads((sweep / variant / "config.json").read_text())
-    assert config_differences(configs["no_read"], configs["none"]) == ["env.tools", "run_dir"]
+    assert config_differences(configs["no_read"], configs["none"]) == [
+        "env.tools",
+        "run_dir",
+        "warm_start.adapt_plans",
+    ]
     comparison = json.loads((sweep / "comparison.json").read_text())
     assert comparison["complete"] is True
     assert [r["status"] for r in comparison["rows"]] == ["finished", "finished"]
@@ -217,3 +221,41 @@ def test_a_two_variant_sweep_trains_skips_records_failures_and_compares(
     assert only.returncode == 0, only.stderr[-3000:]
     assert "| no read_paragraph (`no_read`) | finished | 1 | 2 |" in only.stdout
     assert "| no R_R (alpha=0) (`no_rr`) | failed |" in only.stdout
+
+
+def test_the_dev_evaluation_runs_evaluate_py_on_the_variants_own_run(
+    ablate, hydra_configs, tmp_path
+):
+    overrides = ["experiment=cpu_grasp", "dev_n=100", "threads=2", f"sweep_dir={tmp_path}"]
+    config = to_dataclass(compose("ablate", overrides=overrides), AblateConfig)
+    run_dir = tmp_path / "no_read"
+    assert ablate.dev_eval_command(config, run_dir) == [
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "evaluate.py"),
+        f"run_dir={run_dir}",
+        "n=100",
+        "datasets=[hotpotqa,2wikimultihopqa,musique]",
+        f"out={run_dir / 'eval_dev'}",
+        "threads=2",
+    ]
+    assert not ablate.dev_eval_done(config, run_dir)
+    (run_dir / "eval_dev").mkdir(parents=True)
+    done = {"config": {"n": 100, "datasets": ["hotpotqa", "2wikimultihopqa", "musique"]}}
+    (run_dir / "eval_dev" / "results.json").write_text(json.dumps(done))
+    assert ablate.dev_eval_done(config, run_dir)
+    fewer = {"config": {"n": 50, "datasets": done["config"]["datasets"]}}
+    (run_dir / "eval_dev" / "results.json").write_text(json.dumps(fewer))
+    assert not ablate.dev_eval_done(config, run_dir)  # evaluated again, on 100 questions
+    (run_dir / "eval_dev" / "results.json").unlink()
+    off = to_dataclass(compose("ablate", overrides=[f"sweep_dir={tmp_path}"]), AblateConfig)
+    ablate.evaluate_variant(off, Ablation.NO_READ)  # dev_n=0: nothing runs, nothing is written
+    assert list((run_dir / "eval_dev").iterdir()) == []
+
+
+def test_bad_dev_evaluation_settings_are_named(hydra_configs):
+    with pytest.raises(ValueError, match="dev_n"):
+        to_dataclass(compose("ablate", overrides=["dev_n=-1"]), AblateConfig)
+    with pytest.raises(ValueError, match="dev_datasets='trivia'"):
+        to_dataclass(compose("ablate", overrides=["dev_datasets=[trivia]"]), AblateConfig)
+    with pytest.raises(ValueError, match="needs at least one dataset"):
+        to_dataclass(compose("ablate", overrides=["dev_n=5", "dev_datasets=[]"]), AblateConfig)
