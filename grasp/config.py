@@ -463,6 +463,8 @@ class AblateConfig(TrainConfig):
         self.compare = parse_enum(CompareMode, self.compare, "compare")
         check_range("dev_n", self.dev_n, low=0)
         self.dev_datasets = [parse_enum(DatasetName, d, "dev_datasets") for d in self.dev_datasets]
+        if len(set(self.dev_datasets)) != len(self.dev_datasets):
+            raise ValueError(f"dev_datasets lists a dataset twice: {self.dev_datasets}")
         if self.dev_n and not self.dev_datasets:
             raise ValueError("dev_n > 0 needs at least one dataset in dev_datasets")
 

@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.paired import PAIRED_METRICS, compare_folders
+from grasp.eval.paired import PAIRED_METRICS, PairedComparison, compare_folders
 from grasp.eval.sweep import (
     RunStatus,
     as_json,
     config_differences,
     escape_cell,
+    flatten,
     markdown_table,
+    predates,
     read_failure,
     read_json,
     write_table_files,
@@ -114,7 +116,14 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
     config_file, results_file = run_dir / CONFIG_FILE, run_dir / RESULTS_FILE
     if read_failure(run_dir) is not None or not results_file.exists() or not config_file.exists():
         return False
-    if read_json(config_file) != as_json(resolved):
+    recorded = read_json(config_file)
+    absent = set(flatten(as_json(resolved))) - set(flatten(recorded))
+    differing = [
+        key
+        for key in config_differences(recorded, resolved)
+        if not (key in absent and predates(key, resolved))  # a field added since, left as it was
+    ]
+    if differing:
         return False
     steps = read_json(results_file).get("steps", 0)
     return steps >= resolved["grpo"]["max_steps"]
@@ -344,22 +353,40 @@ DEV_METRICS = ("em", "f1", "recall", "read_recall")
 POOLED = "pooled"
 
 
+PAIRING_FIELDS = ("n", "seed", "split", "datasets")
+"""Settings two dev evaluations share for their questions to be the same ones."""
+
+
+def _pairing(run: VariantRun, reference: VariantRun) -> tuple[PairedComparison | None, str | None]:
+    """The paired comparison of a variant's dev evaluation with the full run's, or why there
+    is none (the reference itself, no finished reference, other questions, nothing shared)."""
+    if run.variant is REFERENCE or run.dev is None:
+        return None, None
+    if reference.dev is None:
+        return None, "not paired: the full run has no finished dev evaluation"
+    mine, theirs = run.dev.get("config", {}), reference.dev.get("config", {})
+    differing = [k for k in PAIRING_FIELDS if mine.get(k) != theirs.get(k)]
+    if differing:
+        return None, f"not paired: other questions than the full run's ({', '.join(differing)})"
+    try:
+        paired = compare_folders(
+            run.run_dir / DEV_EVAL_DIR, reference.run_dir / DEV_EVAL_DIR, mine.get("datasets")
+        )
+    except (OSError, ValueError) as error:
+        return None, f"not paired: {error}"
+    return paired, None
+
+
 def _dev_cells(run: VariantRun, reference: VariantRun) -> dict[str, Any]:
     """A variant's dev-set evaluation: per dataset and pooled, each metric's value and
-    interval, its observation tokens and turns per episode, and (against the full run's
-    finished evaluation) the paired difference of each of PAIRED_METRICS."""
+    interval, its turns per episode, and (against the full run's evaluation of the same
+    questions) the paired difference of each of PAIRED_METRICS."""
     cell: dict[str, Any] = {"status": str(run.dev_status), "error": run.dev_error, "scopes": {}}
     if run.dev is None:
         return cell
     cell["n"] = run.dev.get("config", {}).get("n")
+    paired, cell["pairing"] = _pairing(run, reference)
     summaries = {**run.dev["datasets"], POOLED: run.dev["overall"]["pooled"]}
-    paired = None
-    if run.variant is not REFERENCE and reference.dev is not None:
-        shared = [d for d in run.dev["datasets"] if d in reference.dev["datasets"]]
-        if shared:
-            paired = compare_folders(
-                run.run_dir / DEV_EVAL_DIR, reference.run_dir / DEV_EVAL_DIR, shared
-            )
     for scope, summary in summaries.items():
         values = {}
         for metric in DEV_METRICS:
@@ -371,15 +398,9 @@ def _dev_cells(run: VariantRun, reference: VariantRun) -> dict[str, Any]:
             for metric in PAIRED_METRICS if differences is not None else ():
                 d = differences[metric].difference
                 values[metric].update(delta=d.mean, delta_ci=[d.low, d.high], paired=d.n)
-        generated = summary.get("generated_tokens_per_episode")
-        completion = summary.get("completion_tokens_per_episode")
-        # Token means are "not available" (a string) for episodes without token traces.
-        counted = all(isinstance(v, (int, float)) for v in (generated, completion))
-        observed = completion - generated if counted else None
         cell["scopes"][scope] = {
             "questions": summary.get("episodes"),
             "metrics": values,
-            "observation_tokens_per_episode": observed,
             "turns_per_episode": summary.get("turns_per_episode"),
         }
     return cell
@@ -443,8 +464,7 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
         "questions, with its 95% paired-bootstrap interval.",
         "",
     ]
-    header = ["variant", "part", "questions", "EM", "F1", "recall", "read recall"]
-    header += ["observation tokens", "turns"]
+    header = ["variant", "part", "questions", "EM", "F1", "recall", "read recall", "turns"]
     cells = []
     for row in rows:
         dev = row["dev"]
@@ -454,7 +474,6 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
             continue
         for scope, part in dev["scopes"].items():
             metrics = [_dev_value(part["metrics"][m]) for m in DEV_METRICS]
-            tokens = part["observation_tokens_per_episode"]
             turns = part["turns_per_episode"]
             cells.append(
                 [
@@ -462,11 +481,14 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
                     scope,
                     "" if part["questions"] is None else str(part["questions"]),
                     *metrics,
-                    "—" if tokens is None else f"{tokens:.0f}",
                     "—" if turns is None else f"{turns:.2f}",
                 ]
             )
-    return lines + markdown_table(header, cells)
+    lines += markdown_table(header, cells)
+    notes = [
+        f"- {_name(row)}: {row['dev']['pairing']}" for row in rows if row["dev"].get("pairing")
+    ]
+    return lines + ([""] + notes if notes else [])
 
 
 def _dev_value(cell: dict[str, Any]) -> str:

@@ -6,18 +6,20 @@ the comparison table (grasp/eval/ablation.py) rewritten after each variant.
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from hydra import compose
 from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, to_dataclass
 from grasp.eval.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
-from grasp.eval.sweep import job_overrides, read_json, run_job
+from grasp.eval.sweep import job_overrides, read_failure, read_json, run_job
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
 
@@ -73,26 +75,71 @@ def dev_eval_command(config: AblateConfig, run_dir: Path) -> list[str]:
     ]
 
 
+DEV_KEY_FILE = "evaluated.json"
+"""In eval_dev/: what it evaluates: n, the datasets and the model's training step."""
+
+
+def dev_eval_key(config: AblateConfig, run_dir: Path) -> dict[str, Any]:
+    """What a dev evaluation of ``run_dir`` must have been run with to count as this one:
+    the questions per dataset, the datasets and the trained model's step."""
+    steps = read_json(run_dir / "results.json").get("steps")
+    return {"n": config.dev_n, "datasets": [str(d) for d in config.dev_datasets], "steps": steps}
+
+
+def recorded_dev_key(out: Path) -> dict[str, Any] | None:
+    """The key an existing eval_dev/ was started with; None when it holds nothing yet."""
+    marker = out / DEV_KEY_FILE
+    if not marker.is_file():
+        return None
+    recorded = json.loads(marker.read_text())
+    return recorded if isinstance(recorded, dict) else None
+
+
 def dev_eval_done(config: AblateConfig, run_dir: Path) -> bool:
-    """True when ``<run_dir>/eval_dev`` holds a finished evaluation of these datasets and n."""
-    results = run_dir / DEV_EVAL_DIR / "results.json"
-    if not results.exists():
+    """True when ``<run_dir>/eval_dev`` holds a finished evaluation, without a later failure,
+    of these datasets and n and of the model the run now holds."""
+    out = run_dir / DEV_EVAL_DIR
+    if not (out / "results.json").exists() or read_failure(out) is not None:
         return False
-    evaluated = read_json(results).get("config", {})
-    datasets = [str(d) for d in config.dev_datasets]
-    return evaluated.get("n") == config.dev_n and evaluated.get("datasets") == datasets
+    return recorded_dev_key(out) == dev_eval_key(config, run_dir)
+
+
+def set_aside_stale_dev_eval(config: AblateConfig, run_dir: Path) -> Path | None:
+    """Move an eval_dev/ of other questions or of an earlier model (the variant was trained
+    further) to eval_dev-<n>q-step<N>/, so that it is evaluated anew and the old one kept."""
+    out = run_dir / DEV_EVAL_DIR
+    recorded = recorded_dev_key(out)
+    if recorded is None or recorded == dev_eval_key(config, run_dir):
+        return None
+    target = out.with_name(f"{out.name}-{recorded['n']}q-step{recorded['steps']}")
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = out.with_name(f"{out.name}-{recorded['n']}q-step{recorded['steps']}-{suffix}")
+    log.info(
+        "%s was evaluated as %s, now %s: moved to %s",
+        out,
+        recorded,
+        dev_eval_key(config, run_dir),
+        target,
+    )
+    out.rename(target)
+    return target
 
 
 def evaluate_variant(config: AblateConfig, variant: Ablation) -> None:
-    """Evaluate a finished variant on the dev sets (``dev_n`` > 0), unless that is done. An
-    interrupted evaluation resumes (scripts/evaluate.py); a failed one writes
-    ``eval_dev/failed.json`` and raises, leaving the training run as it is."""
+    """Evaluate a trained variant on the dev sets (``dev_n`` > 0), unless that is done. An
+    interrupted evaluation resumes (scripts/evaluate.py); one of other questions or of an
+    earlier model is set aside first; a failed one writes ``eval_dev/failed.json`` and
+    raises, leaving the training run as it is."""
     run_dir = Path(config.sweep_dir) / str(variant)
     if config.dev_n == 0 or dev_eval_done(config, run_dir):
         return
-    command = dev_eval_command(config, run_dir)
+    set_aside_stale_dev_eval(config, run_dir)
     out = run_dir / DEV_EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
+    (out / DEV_KEY_FILE).write_text(json.dumps(dev_eval_key(config, run_dir)) + "\n")
+    command = dev_eval_command(config, run_dir)
     log.info("%s: dev evaluation: %s", variant, shlex.join(command))
     run_job(
         f"dev evaluation of {variant}", "scripts/evaluate.py", command, out, out / "evaluate.log"

@@ -329,3 +329,27 @@ def test_a_failed_dev_evaluation_is_named_and_leaves_the_training_row(sweep):
 
 def test_without_dev_evaluations_there_is_no_dev_table(sweep):
     assert "## Dev sets" not in compare(sweep, ["no_read"]).markdown()
+
+
+def test_dev_evaluations_of_other_questions_are_shown_but_not_paired(sweep, trajectory):
+    episodes = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1}, semantic={1}) for i in range(2)]
+    write_dev_eval(sweep / "none", episodes)
+    write_dev_eval(sweep / "no_read", episodes[:1])  # n=1 against the full run's n=2
+    comparison = compare(sweep, ["no_read"])
+    no_read = rows_by_variant(comparison)["no_read"]["dev"]
+    assert no_read["pairing"] == "not paired: other questions than the full run's (n)"
+    assert no_read["scopes"]["pooled"]["metrics"]["em"]["value"] == 1.0
+    assert no_read["scopes"]["pooled"]["metrics"]["em"]["delta"] is None
+    assert "- no read_paragraph (`no_read`): not paired: other questions" in comparison.markdown()
+    (sweep / "none" / DEV_EVAL_DIR / "hotpotqa" / "trajectories.jsonl").unlink()
+    write_dev_eval(sweep / "no_rr", episodes)
+    pairing = rows_by_variant(compare(sweep, ["no_rr"]))["no_rr"]["dev"]["pairing"]
+    assert pairing.startswith("not paired: ") and "no trajectories of ['hotpotqa']" in pairing
+
+
+def test_a_finished_run_older_than_a_field_that_leaves_it_as_it_was_is_still_finished(sweep):
+    run_dir = sweep / "none"
+    recorded = run_config(run_dir)
+    resolved = {**recorded, "warm_start": {"adapt_plans": False}}
+    assert is_finished(run_dir, resolved)  # adapt_plans did not exist; off is how it ran
+    assert not is_finished(run_dir, {**recorded, "warm_start": {"adapt_plans": True}})

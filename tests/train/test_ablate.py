@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, register_configs, to_dataclass
 from grasp.eval.ablation import ABLATION_FIELDS, Ablation
-from grasp.eval.sweep import config_differences
+from grasp.eval.sweep import config_differences, record_failure
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "ablate.py"
@@ -238,18 +238,9 @@ def test_the_dev_evaluation_runs_evaluate_py_on_the_variants_own_run(
         f"out={run_dir / 'eval_dev'}",
         "threads=2",
     ]
-    assert not ablate.dev_eval_done(config, run_dir)
-    (run_dir / "eval_dev").mkdir(parents=True)
-    done = {"config": {"n": 100, "datasets": ["hotpotqa", "2wikimultihopqa", "musique"]}}
-    (run_dir / "eval_dev" / "results.json").write_text(json.dumps(done))
-    assert ablate.dev_eval_done(config, run_dir)
-    fewer = {"config": {"n": 50, "datasets": done["config"]["datasets"]}}
-    (run_dir / "eval_dev" / "results.json").write_text(json.dumps(fewer))
-    assert not ablate.dev_eval_done(config, run_dir)  # evaluated again, on 100 questions
-    (run_dir / "eval_dev" / "results.json").unlink()
     off = to_dataclass(compose("ablate", overrides=[f"sweep_dir={tmp_path}"]), AblateConfig)
     ablate.evaluate_variant(off, Ablation.NO_READ)  # dev_n=0: nothing runs, nothing is written
-    assert list((run_dir / "eval_dev").iterdir()) == []
+    assert not run_dir.exists()
 
 
 def test_bad_dev_evaluation_settings_are_named(hydra_configs):
@@ -257,5 +248,51 @@ def test_bad_dev_evaluation_settings_are_named(hydra_configs):
         to_dataclass(compose("ablate", overrides=["dev_n=-1"]), AblateConfig)
     with pytest.raises(ValueError, match="dev_datasets='trivia'"):
         to_dataclass(compose("ablate", overrides=["dev_datasets=[trivia]"]), AblateConfig)
+    with pytest.raises(ValueError, match="lists a dataset twice"):
+        to_dataclass(compose("ablate", overrides=["dev_datasets=[musique,musique]"]), AblateConfig)
     with pytest.raises(ValueError, match="needs at least one dataset"):
         to_dataclass(compose("ablate", overrides=["dev_n=5", "dev_datasets=[]"]), AblateConfig)
+
+
+def test_the_dev_evaluation_command_is_one_evaluate_py_takes(ablate, hydra_configs, tmp_path):
+    from grasp.config import EvaluateConfig
+    from grasp.eval.trained import check_overrides
+
+    config = to_dataclass(compose("ablate", overrides=["dev_n=7"]), AblateConfig)
+    overrides = ablate.dev_eval_command(config, tmp_path / "none")[2:]
+    check_overrides(overrides)  # nothing the trained run fixes
+    evaluate = to_dataclass(compose("evaluate", overrides=overrides), EvaluateConfig)
+    assert (evaluate.n, evaluate.run_dir, evaluate.out) == (
+        7,
+        str(tmp_path / "none"),
+        str(tmp_path / "none" / "eval_dev"),
+    )
+    assert [str(d) for d in evaluate.datasets] == ["hotpotqa", "2wikimultihopqa", "musique"]
+
+
+def test_a_dev_evaluation_of_an_earlier_model_or_other_questions_is_set_aside(
+    ablate, hydra_configs, tmp_path
+):
+    config = to_dataclass(
+        compose("ablate", overrides=["dev_n=100", f"sweep_dir={tmp_path}"]), AblateConfig
+    )
+    run_dir = tmp_path / "none"
+    (run_dir / "eval_dev").mkdir(parents=True)
+    (run_dir / "results.json").write_text(json.dumps({"steps": 10}))  # trained further
+    datasets = ["hotpotqa", "2wikimultihopqa", "musique"]
+    earlier = {"n": 100, "datasets": datasets, "steps": 5}
+    (run_dir / "eval_dev" / "evaluated.json").write_text(json.dumps(earlier))
+    (run_dir / "eval_dev" / "results.json").write_text("{}")
+    assert not ablate.dev_eval_done(config, run_dir)
+    moved = ablate.set_aside_stale_dev_eval(config, run_dir)
+    assert moved == run_dir / "eval_dev-100q-step5" and (moved / "results.json").exists()
+    assert not (run_dir / "eval_dev").exists()
+    assert ablate.set_aside_stale_dev_eval(config, run_dir) is None  # nothing left to move
+    (run_dir / "eval_dev").mkdir()
+    current = {"n": 100, "datasets": datasets, "steps": 10}
+    (run_dir / "eval_dev" / "evaluated.json").write_text(json.dumps(current))
+    assert not ablate.dev_eval_done(config, run_dir)  # started, not finished
+    (run_dir / "eval_dev" / "results.json").write_text("{}")
+    assert ablate.dev_eval_done(config, run_dir)
+    record_failure(run_dir / "eval_dev", "scripts/evaluate.py exited with status 1")
+    assert not ablate.dev_eval_done(config, run_dir)  # a later attempt failed: run it again
