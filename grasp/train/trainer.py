@@ -23,6 +23,7 @@ from grasp.corpus.index import SearchIndex
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.provenance import code_version
 from grasp.eval.results import DatasetEvaluation
 from grasp.eval.sweep import config_differences
 from grasp.models import (
@@ -687,6 +688,7 @@ def _results(
         "train_questions": len(data.train),
         "eval_questions": len(data.eval),
         "steps": steps,
+        "code": code_version(),  # the commit that trained (or last resumed) the run
         "after": after.to_json(),
     }
     if before is not None:

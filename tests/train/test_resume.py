@@ -99,6 +99,10 @@ def test_a_killed_run_resumes_without_losing_or_repeating_steps(
     results = json.loads((run_dir / "results.json").read_text())
     assert results["steps"] == 6
     assert "before" in results and "after" in results
+    head = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    assert results["code"]["git_commit"] == (head.stdout.strip() or None)
     assert (run_dir / "trajectories" / "step_000006.jsonl").exists()
     assert (run_dir / "curves.png").exists()
 
