@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
 from grasp.eval.paired import PAIRED_METRICS, PairedComparison, compare_folders
 from grasp.eval.sweep import (
     RunStatus,
@@ -313,7 +314,9 @@ class Comparison:
         return render_markdown(self)
 
 
-def compare(sweep_dir: Path, variants: Iterable[str]) -> Comparison:
+def compare(
+    sweep_dir: Path, variants: Iterable[str], count: TokenCounter | None = None
+) -> Comparison:
     """Read the sweep's variants (the reference first) and build the comparison.
 
     Each row holds, per column, ``value``, ``delta`` (value minus the reference's; None when
@@ -342,7 +345,7 @@ def compare(sweep_dir: Path, variants: Iterable[str]) -> Comparison:
                 "mismatch": _mismatch(run, reference),
                 "error": run.error,
                 "metrics": metrics,
-                "dev": _dev_cells(run, reference),
+                "dev": _dev_cells(run, reference, count),
             }
         )
     return comparison
@@ -377,7 +380,9 @@ def _pairing(run: VariantRun, reference: VariantRun) -> tuple[PairedComparison |
     return paired, None
 
 
-def _dev_cells(run: VariantRun, reference: VariantRun) -> dict[str, Any]:
+def _dev_cells(
+    run: VariantRun, reference: VariantRun, count: TokenCounter | None = None
+) -> dict[str, Any]:
     """A variant's dev-set evaluation: per dataset and pooled, each metric's value and
     interval, its turns per episode, and (against the full run's evaluation of the same
     questions) the paired difference of each of PAIRED_METRICS."""
@@ -403,7 +408,26 @@ def _dev_cells(run: VariantRun, reference: VariantRun) -> dict[str, Any]:
             "metrics": values,
             "turns_per_episode": summary.get("turns_per_episode"),
         }
+    if count is not None:
+        _add_context_tokens(cell["scopes"], run.run_dir / DEV_EVAL_DIR, count)
     return cell
+
+
+def _add_context_tokens(scopes: dict[str, Any], folder: Path, count: TokenCounter) -> None:
+    """Each part's observation tokens per episode (grasp/eval/context.py), with its interval."""
+    pooled = []
+    for scope, part in scopes.items():
+        if scope == POOLED:
+            continue
+        trajectories = read_trajectories(folder / scope)
+        pooled.extend(trajectories)
+        part["context_tokens"] = _interval_cell(context_tokens(trajectories, count))
+    if POOLED in scopes and pooled:
+        scopes[POOLED]["context_tokens"] = _interval_cell(context_tokens(pooled, count))
+
+
+def _interval_cell(interval) -> dict[str, Any]:
+    return {"value": interval.mean, "ci": [interval.low, interval.high]}
 
 
 def _cell(key: str, cell: dict | None, reference: dict | None) -> dict[str, Any]:
@@ -465,6 +489,8 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
         "",
     ]
     header = ["variant", "part", "questions", "EM", "F1", "recall", "read recall", "turns"]
+    tokens = any("context_tokens" in p for row in rows for p in row["dev"]["scopes"].values())
+    header += ["context tokens"] if tokens else []
     cells = []
     for row in rows:
         dev = row["dev"]
@@ -482,6 +508,7 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
                     "" if part["questions"] is None else str(part["questions"]),
                     *metrics,
                     "—" if turns is None else f"{turns:.2f}",
+                    *([_context_value(part.get("context_tokens"))] if tokens else []),
                 ]
             )
     lines += markdown_table(header, cells)
@@ -489,6 +516,12 @@ def _dev_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"- {_name(row)}: {row['dev']['pairing']}" for row in rows if row["dev"].get("pairing")
     ]
     return lines + ([""] + notes if notes else [])
+
+
+def _context_value(cell: dict[str, Any] | None) -> str:
+    if cell is None:
+        return "—"
+    return f"{cell['value']:.0f} [{cell['ci'][0]:.0f}, {cell['ci'][1]:.0f}]"
 
 
 def _dev_value(cell: dict[str, Any]) -> str:
@@ -523,8 +556,10 @@ class ComparisonFiles:
     markdown_path: Path
 
 
-def write_comparison(sweep_dir: Path, variants: Iterable[str]) -> ComparisonFiles:
+def write_comparison(
+    sweep_dir: Path, variants: Iterable[str], count: TokenCounter | None = None
+) -> ComparisonFiles:
     """Compare the sweep's variants; write comparison.json and comparison.md in ``sweep_dir``."""
-    comparison = compare(sweep_dir, variants)
+    comparison = compare(sweep_dir, variants, count)
     files = write_table_files(sweep_dir, "comparison", comparison.as_json(), comparison.markdown())
     return ComparisonFiles(comparison, files.json_path, files.markdown_path)

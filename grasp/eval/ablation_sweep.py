@@ -19,7 +19,9 @@ from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, to_dataclass
 from grasp.eval.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
+from grasp.eval.context import TokenCounter
 from grasp.eval.sweep import job_overrides, read_failure, read_json, run_job
+from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
 
@@ -146,9 +148,21 @@ def evaluate_variant(config: AblateConfig, variant: Ablation) -> None:
     )
 
 
+def token_counter(config: AblateConfig) -> TokenCounter:
+    """Text -> tokens under the policy model's tokenizer: the unit of the dev table's context
+    column, as in the baseline table."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(prepare_model(config.model)))
+    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+
+
 def compare_sweep(config: AblateConfig) -> None:
     """Rewrite the sweep's comparison.json and comparison.md from its run folders."""
-    files = write_comparison(Path(config.sweep_dir), config.variants)
+    sweep_dir = Path(config.sweep_dir)
+    evaluated = any((sweep_dir / str(v) / DEV_EVAL_DIR).is_dir() for v in config.variants)
+    count = token_counter(config) if evaluated else None
+    files = write_comparison(sweep_dir, config.variants, count)
     rows = files.comparison.rows
     done = sum(row["status"] == "finished" for row in rows)
     log.info("comparison of %d/%d finished variants: %s", done, len(rows), files.markdown_path)

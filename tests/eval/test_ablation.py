@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.ablation import (
     DEV_EVAL_DIR,
     FULL_WEIGHTS_TOTAL,
@@ -353,3 +354,28 @@ def test_a_finished_run_older_than_a_field_that_leaves_it_as_it_was_is_still_fin
     resolved = {**recorded, "warm_start": {"adapt_plans": False}}
     assert is_finished(run_dir, resolved)  # adapt_plans did not exist; off is how it ran
     assert not is_finished(run_dir, {**recorded, "warm_start": {"adapt_plans": True}})
+
+
+def test_dev_parts_count_the_context_tokens_the_policy_was_shown(sweep, trajectory):
+    def shown(words: int) -> list[TurnRecord]:
+        return [TurnRecord(text="", observation=" ".join(["hit"] * words)), TurnRecord(text="")]
+
+    full = [trajectory(f"q{i}#0", "Paris", ("Paris",), {1}, turns=shown(4)) for i in range(2)]
+    no_read = [
+        trajectory(f"q{i}#0", "Paris", ("Paris",), {1}, turns=shown(2 + 8 * i)) for i in range(2)
+    ]
+    write_dev_eval(sweep / "none", full)
+    write_dev_eval(sweep / "no_read", no_read)
+    words = lambda text: len(text.split())  # noqa: E731
+    comparison = compare(sweep, ["no_read"], count=words)
+    rows = rows_by_variant(comparison)
+    assert rows["none"]["dev"]["scopes"]["pooled"]["context_tokens"] == {
+        "value": 4.0,
+        "ci": [4.0, 4.0],
+    }
+    tokens = rows["no_read"]["dev"]["scopes"]["hotpotqa"]["context_tokens"]
+    assert tokens["value"] == 6.0 and 2.0 <= tokens["ci"][0] <= 6.0 <= tokens["ci"][1] <= 10.0
+    assert "| read recall | turns | context tokens |" in comparison.markdown()
+    assert "| 2.00 | 4 [4, 4] |" in comparison.markdown()  # two turns, 4 tokens shown
+    uncounted = rows_by_variant(compare(sweep, ["no_read"]))["none"]["dev"]["scopes"]["pooled"]
+    assert "context_tokens" not in uncounted
