@@ -111,7 +111,8 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
     """True when ``run_dir`` holds a finished run of exactly the configuration ``resolved``.
 
     Finished means results.json covers the configured step budget and no later attempt
-    failed; a different configuration is never finished (the trainer decides whether it can
+    failed; a run moved to another folder (``UNCOMPARED_FIELDS``) is still finished; a
+    different configuration is never finished (the trainer decides whether it can
     resume it or must refuse).
     """
     config_file, results_file = run_dir / CONFIG_FILE, run_dir / RESULTS_FILE
@@ -123,6 +124,7 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
         key
         for key in config_differences(recorded, resolved)
         if not (key in absent and predates(key, resolved))  # a field added since, left as it was
+        and not key.startswith(UNCOMPARED_FIELDS)  # e.g. the run folder, copied to results/
     ]
     if differing:
         return False

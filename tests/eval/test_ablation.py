@@ -252,6 +252,8 @@ def test_is_finished_needs_results_the_same_config_the_full_budget_and_no_failur
     assert is_finished(run_dir, config)
     assert not is_finished(run_dir, run_config(run_dir, seed=1))
     assert not is_finished(sweep / "no_such", config)
+    moved = run_config(Path("results/ablations/cpu_smoke/none"))  # the folder copied elsewhere
+    assert is_finished(run_dir, moved)
     longer = run_config(run_dir, max_steps=8)
     (run_dir / "config.json").write_text(json.dumps(longer))  # resumed to 8 steps, interrupted
     assert not is_finished(run_dir, longer)
