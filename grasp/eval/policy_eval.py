@@ -15,10 +15,13 @@ Output folder::
 
 An interrupted evaluation resumes: questions already in trajectories.jsonl are skipped (those
 whose episodes ended in a generation error are rolled out again), and answers already in
-judge_cache.jsonl are not judged again. One process at a time writes a folder
-(``grasp.eval.resume``), and an episode counts once however many lines name it. Its wall time is the sum over
-rollout_log.jsonl of the batches whose questions are kept; a batch killed before its log line
-was written is not counted, and ``questions_timed`` < ``questions`` says so.
+judge_cache.jsonl are not judged again. A run that rolls out nothing and whose results would
+restate results.json (the same values, policy and judge) leaves results.json and results.md
+as they are, so a finished dataset keeps the code version that produced it. One process at a
+time writes a folder (``grasp.eval.resume``), and an episode counts once however many lines
+name it. Its wall time is the sum over rollout_log.jsonl of the batches whose questions are
+kept; a batch killed before its log line was written is not counted, and
+``questions_timed`` < ``questions`` says so.
 """
 
 from __future__ import annotations
@@ -242,12 +245,49 @@ def evaluate_policy(
             ladder=ladder,
         )
         results = DatasetEvaluation(dataset, fingerprint, provenance)
+        earlier = (
+            None if rolled.rolled_out else _standing_results(out_dir / "results.json", results)
+        )
+        if earlier is not None:  # the same results: they keep the provenance they were made with
+            return EvaluationOutput(earlier, trajectories, scores)
         write_atomic(out_dir / "results.json", json.dumps(results.to_json(), indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
         markdown = results_markdown(title, [(out_dir.name, dataset)], provenance or {}, fingerprint)
         markdown += ladder_markdown(out_dir.name, dataset)
         write_atomic(out_dir / "results.md", markdown)
     return EvaluationOutput(results, trajectories, scores)
+
+
+def _standing_results(path: Path, results: DatasetEvaluation) -> DatasetEvaluation | None:
+    """The evaluation in ``path`` when ``results`` would only restate it, else None.
+
+    Called when this run rolled out no question. Restating means equal in every value but the
+    scoring time, the questions rolled out and the code version: a finished dataset evaluated
+    again by later code that scores it the same keeps its results.json and results.md, and with them the code version that
+    produced them. Another policy or judge identity, another score or another rollout log
+    writes the new results; an unreadable results.json is rewritten with a warning.
+    """
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        earlier = DatasetEvaluation.from_json(data)
+    except (ValueError, KeyError, TypeError) as error:
+        log.warning("%s is rewritten: it could not be read (%s)", path, error)
+        return None
+    now = json.loads(json.dumps(results.to_json(), default=str))
+    if _restatable(data) != _restatable(now):
+        return None
+    log.info("%s stands: scoring its trajectories again gives the same results", path)
+    return earlier
+
+
+def _restatable(data: dict[str, Any]) -> dict[str, Any]:
+    """A results.json without what may change when nothing in the evaluation does."""
+    kept = {k: v for k, v in data.items() if k not in ("scoring_time_s", "questions_rolled_out")}
+    provenance = kept.get("provenance") or {}
+    kept["provenance"] = {k: v for k, v in provenance.items() if k != "code"}
+    return kept
 
 
 def _log_line(

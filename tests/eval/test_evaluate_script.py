@@ -65,8 +65,10 @@ def test_three_datasets_in_one_command(scripted, tmp_path):
         assert f"| {label}" in labels
     assert "- policy: kind=scripted, scripted_reads=2" in table
 
+    written = {name: (out / name / "results.json").read_bytes() for name in DATASETS}
     again = evaluate_datasets(compose_config(*overrides, f"out={out}"))  # resumes: nothing to do
-    assert [d.questions_rolled_out for d in again.datasets.values()] == [0, 0, 0]
+    assert again.datasets == datasets  # the finished datasets' results stand, as written
+    assert {name: (out / name / "results.json").read_bytes() for name in DATASETS} == written
     assert again.overall.pooled.em == pooled.em
     with pytest.raises(ValueError, match=r"another configuration \(env\.top_k differ"):
         evaluate_datasets(compose_config(*overrides, f"out={out}", "env.top_k=3"))
@@ -211,3 +213,36 @@ def test_a_resumed_evaluation_reports_the_time_of_every_run(scripted, tmp_path):
     assert again.overall.pooled.questions_timed == 2
     text = (folder / "rollout_log.jsonl").read_text()
     assert text.endswith(torn[: len(torn) // 2] + "\n")  # ended, so the next append is whole
+
+
+def test_a_finished_dataset_keeps_the_code_version_that_produced_it(
+    scripted, tmp_path, judge_server
+):
+    out = tmp_path / "eval"
+    overrides = [*scripted, "n=2", "datasets=[hotpotqa,musique]", f"out={out}"]
+    evaluate_datasets(compose_config(*overrides))
+    path = out / "hotpotqa" / "results.json"
+    earlier = json.loads(path.read_text())
+    earlier["provenance"]["code"] = {"git_commit": "0" * 40, "dirty": False}  # an older commit
+    earlier["scoring_time_s"] = 12.5
+    path.write_text(json.dumps(earlier, indent=2))
+    (out / "musique" / "results.json").write_text('{"em": 0.5')  # cut short: rewritten
+    markdown = (out / "hotpotqa" / "results.md").read_text()
+
+    again = evaluate_datasets(compose_config(*overrides))
+    assert json.loads(path.read_text()) == earlier
+    assert (out / "hotpotqa" / "results.md").read_text() == markdown
+    assert again.datasets["hotpotqa"].scoring_time_s == 12.5
+    rewritten = json.loads((out / "musique" / "results.json").read_text())
+    assert rewritten["provenance"]["code"] == again.provenance["code"]
+    assert rewritten["episodes"] == 2 and rewritten["questions_rolled_out"] == 0
+
+    # Another judge is another result: the finished dataset is scored again and rewritten.
+    judged = ["judge=openai", f"judge.base_url={judge_server.url}", "judge.served_model=stub"]
+    third = evaluate_datasets(compose_config(*overrides, *judged))
+    rescored = json.loads(path.read_text())
+    assert (
+        rescored["provenance"] == third.provenance
+        and rescored["jd"] == third.datasets["hotpotqa"].jd
+    )
+    assert isinstance(rescored["jd"], float) and len(judge_server.bodies) == 4
