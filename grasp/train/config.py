@@ -127,7 +127,8 @@ class GRPOSettings:
     weight_decay: float = 0.0
     """AdamW weight decay."""
     bf16: bool = True
-    """bf16 mixed precision (also on CPU, 2-3x faster there)."""
+    """bf16 mixed precision (also on CPU: 2-3x faster there where the CPU has native bfloat16,
+    slower where it has not; grasp.models.native_bfloat16)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     lora: LoraSettings = field(default_factory=LoraSettings)

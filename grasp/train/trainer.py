@@ -33,7 +33,9 @@ from grasp.models import (
     load_dtype_for_training,
     load_policy_model,
     parameters_sharded_by_launcher,
+    process_device,
     sharded_by_launcher,
+    warn_if_emulated_bfloat16,
 )
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
@@ -229,6 +231,9 @@ def build_training(config: TrainConfig, process: RunProcess | None = None) -> Tr
     eval_env = _eval_environment(config, data, env, process)
     # Full fine-tuning without a sharded optimizer keeps fp32 master weights (bf16 compute).
     dtype = load_dtype_for_training(config.model, config.grpo.lora.enabled, sharded_by_launcher())
+    precision = "bfloat16" if config.grpo.bf16 else "float32"
+    device = process_device(config.model.device)
+    warn_if_emulated_bfloat16(precision, device, "Training (grpo.bf16)", "grpo.bf16=false")
     loaded = load_policy_model(replace(config.model, dtype=dtype))
     chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
     return TrainingSetup(data, env, eval_env, loaded, chat)

@@ -213,9 +213,12 @@ def sweep_command(sweep: Path) -> list[str]:
 def test_the_committed_baselines_are_finished_under_todays_configuration():
     """A config field added since results/baselines/hf ran must not make the sweep evaluate
     those baselines again (or refuse to resume into their folders): each field that cannot
-    have changed their trajectories is listed in grasp/eval/sweep.py's predates."""
+    have changed their trajectories is listed in grasp/eval/sweep.py's predates. The table was
+    made in bfloat16: the dtypes are pinned, since ${cpu_dtype:} is float32 on a CPU without
+    native bfloat16."""
+    bf16 = ["policy.model.dtype=bfloat16", "index.encoder.dtype=bfloat16"]
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true"],
+        [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true", *bf16],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
