@@ -26,7 +26,7 @@ from grasp.eval.ablation import Ablation, sweep_variants
 from grasp.eval.adversarial import ExhaustionConfig, InjectionConfig, PoisoningConfig
 from grasp.eval.baseline_table import Baseline
 from grasp.eval.judge import JudgeConfig
-from grasp.models import ModelConfig
+from grasp.models import ModelConfig, cpu_dtype
 from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
@@ -639,19 +639,6 @@ def register_configs() -> None:
     # The CPU configs' dtype: bfloat16 where the CPU computes it natively, else float32.
     OmegaConf.register_new_resolver("cpu_dtype", cpu_dtype, replace=True)
     OmegaConf.register_new_resolver("cpu_bf16", lambda: cpu_dtype() == "bfloat16", replace=True)
-
-
-def cpu_dtype() -> str:
-    """``${cpu_dtype:}`` in the CPU configs: bfloat16 on a CPU with native bfloat16, else float32.
-
-    bfloat16 is 2-3x faster than float32 where the CPU computes it in hardware (AVX512-BF16 or
-    AMX) and several times slower where torch emulates it (``grasp.models.native_bfloat16``,
-    ``scripts/bench_dtype.py``). Resolved when the config is, so a run's config.json and an
-    evaluation's fingerprint record the dtype that was used.
-    """
-    from grasp.models import native_bfloat16
-
-    return "bfloat16" if native_bfloat16() else "float32"
 
 
 @dataclass

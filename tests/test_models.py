@@ -72,7 +72,7 @@ def test_hub_ids_and_local_folders_pass_through(tmp_path: Path) -> None:
 
 def test_loaded_model_is_ready_for_batched_generation(prepared: Path) -> None:
     loaded = load_policy_model(ModelConfig())
-    assert loaded.model.dtype == torch.bfloat16
+    assert loaded.model.dtype == models.torch_dtype(models.cpu_dtype())  # this CPU's default
     assert not loaded.model.training
     assert loaded.tokenizer.padding_side == "left"
     assert loaded.tokenizer.pad_token_id is not None

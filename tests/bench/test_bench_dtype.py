@@ -80,6 +80,33 @@ def test_the_sentence_encoder_in_bfloat16_warns_with_its_own_override(cpu_withou
     assert len(warnings) == 1 and "Pass index.encoder.dtype=float32" in warnings[0]
 
 
+@pytest.mark.parametrize(("native", "dtype"), [(True, "bfloat16"), (False, "float32")])
+def test_the_cpu_defaults_are_bfloat16_only_where_it_is_native(monkeypatch, native, dtype):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from grasp.config import TrainConfig, register_configs, to_dataclass
+    from grasp.corpus.encoder import EncoderConfig
+    from grasp.paths import REPO_ROOT
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert ModelConfig().dtype == EncoderConfig().dtype == dtype
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
+        cfg = compose("train", overrides=["experiment=cpu_grasp"])
+        paper = compose("train", overrides=["experiment=grasp_qwen2.5_3b"])
+        evaluate = compose("evaluate")
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # what config.json records
+    assert resolved["model"]["dtype"] == resolved["index"]["encoder"]["dtype"] == dtype
+    assert resolved["grpo"]["bf16"] is native
+    config = to_dataclass(cfg, TrainConfig)
+    assert (config.model.dtype, config.grpo.bf16) == (dtype, native)
+    assert OmegaConf.to_container(evaluate, resolve=True)["policy"]["model"]["dtype"] == dtype
+    gpu = to_dataclass(paper, TrainConfig)  # the GPU run says what it computes in
+    assert (gpu.model.dtype, gpu.grpo.bf16) == ("bfloat16", True)
+
+
 def test_the_benchmark_has_a_row_per_dtype_relative_to_the_first(tiny_model_dir):
     config = BenchDtypeConfig(
         seconds=0.01, matmul_size=32, model=str(tiny_model_dir), generate_rows=2, new_tokens=3

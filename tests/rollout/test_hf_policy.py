@@ -28,7 +28,7 @@ GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=12)
 
 @pytest.fixture(scope="module")
 def bf16():
-    return load_policy_model(ModelConfig())
+    return load_policy_model(ModelConfig(dtype="bfloat16"))
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,9 @@ def test_greedy_batch_equals_one_at_a_time(bf16, prompts) -> None:
     assert [g.token_ids for g in batched] == [g.token_ids for g in alone]
     assert [g.text for g in batched] == [g.text for g in alone]
     for b, a in zip(batched, alone, strict=True):
-        assert b.logprobs == pytest.approx(a.logprobs, abs=0.15)  # bf16: padding shifts sums
+        # bf16 logits near 20 are 0.125 apart, and padding shifts the sums; where the CPU
+        # emulates bf16 (grasp.models.native_bfloat16) one step more was seen.
+        assert b.logprobs == pytest.approx(a.logprobs, abs=0.25)
     micro = HFPolicy(bf16.model, bf16.tokenizer, max_batch_size=2)
     assert [g.token_ids for g in micro.generate(requests_for(prompts), GREEDY)] == [
         g.token_ids for g in batched
