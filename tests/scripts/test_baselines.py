@@ -216,7 +216,11 @@ def test_the_committed_baselines_are_finished_under_todays_configuration():
     have changed their trajectories is listed in grasp/eval/sweep.py's predates. The table was
     made in bfloat16: the dtypes are pinned, since ${cpu_dtype:} is float32 on a CPU without
     native bfloat16."""
-    bf16 = ["policy.model.dtype=bfloat16", "index.encoder.dtype=bfloat16"]
+    bf16 = [
+        "policy.model.dtype=bfloat16",
+        "index.encoder.dtype=bfloat16",
+        "judge.model.dtype=bfloat16",
+    ]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "sweep_dir=results/baselines/hf", "dry_run=true", *bf16],
         cwd=REPO_ROOT,
