@@ -494,6 +494,11 @@ class AblateConfig(TrainConfig):
         default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"]
     )
     """The dev sets of that evaluation, each searched in its own pooled index."""
+    share_warm_start: bool = True
+    """A variant whose configuration differs from the full run's only in the reward (no_rr,
+    no_rs) starts from the full run's finished warm start instead of fine-tuning its own:
+    the warm start pays no reward, so it would be the same fine-tuning on the same episodes
+    (<variant>/warm_start/shared_from.json). false: every variant warm-starts itself."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
+import shutil
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -20,10 +22,11 @@ from omegaconf import OmegaConf
 from grasp.config import AblateConfig, to_dataclass
 from grasp.eval.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
 from grasp.eval.context import TokenCounter
-from grasp.eval.sweep import job_overrides, read_failure, read_json, run_job
+from grasp.eval.sweep import config_differences, job_overrides, read_failure, read_json, run_job
 from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
+from grasp.train.warm_start import DONE_MARKER
 
 log = logging.getLogger("ablate")
 
@@ -50,13 +53,62 @@ def variant_config(overrides: list[str]) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+WARM_START_DIR = "warm_start"
+SHARED_FROM_FILE = "shared_from.json"
+"""In a variant's warm_start/ when it is the full run's (``share_warm_start``)."""
+
+
+def warm_start_unchanged(differences: list[str]) -> bool:
+    """True when configurations that differ in ``differences`` (dotted keys) warm-start alike:
+    only the run folder and the reward differ. The warm start plays scripted plans and keeps
+    its episodes by recall (``warm_start.min_recall``), so no reward weight reaches it."""
+    return all(k == "run_dir" or k.startswith("rollout.reward.") for k in differences)
+
+
+def share_warm_start(sweep_dir: Path, variant: Ablation, resolved: dict[str, Any]) -> bool:
+    """Give ``variant`` the full run's finished warm start when nothing it warm-starts with
+    differs (the reward ablations), so that it is not fine-tuned again: its files are linked
+    (copied across file systems) into <variant>/warm_start/, with shared_from.json saying
+    whose they are. A variant that has a warm_start/ of its own keeps it. True if shared."""
+    if variant is Ablation.NONE or not resolved.get("warm_start", {}).get("enabled"):
+        return False
+    full_dir = sweep_dir / str(Ablation.NONE)
+    source, target = full_dir / WARM_START_DIR, sweep_dir / str(variant) / WARM_START_DIR
+    if target.exists() or not (source / DONE_MARKER).is_file():
+        return False
+    full = read_json(full_dir / "config.json")
+    differences = config_differences(resolved, full)
+    if not full or not warm_start_unchanged(differences):
+        return False
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    partial = target.with_name(f"{WARM_START_DIR}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(source, partial, copy_function=link)
+    shared = {"run_dir": str(full_dir), "config_differences": differences}
+    (partial / SHARED_FROM_FILE).write_text(json.dumps(shared, indent=2) + "\n")
+    partial.rename(target)  # whole or absent: the marker never appears before the model
+    log.info("%s: warm start shared from %s (differences: %s)", variant, source, differences)
+    return True
+
+
 def train_variant(config: AblateConfig, variant: Ablation, task_overrides: list[str]) -> None:
-    """Train one variant in its own process, unless its run folder holds it finished."""
+    """Train one variant in its own process, unless its run folder holds it finished; with
+    ``share_warm_start``, a variant that warm-starts as the full run does starts from the
+    full run's warm start."""
     run_dir = Path(config.sweep_dir) / str(variant)
     overrides = train_overrides(task_overrides, str(run_dir))
-    if is_finished(run_dir, variant_config(overrides)):
+    resolved = variant_config(overrides)
+    if is_finished(run_dir, resolved):
         log.info("%s: finished in %s, skipped", variant, run_dir)
         return
+    if config.share_warm_start:
+        share_warm_start(Path(config.sweep_dir), variant, resolved)
     command = [*(config.launcher or [sys.executable]), str(TRAIN_SCRIPT), *overrides]
     log.info("%s (%s): %s", variant, variant.label, shlex.join(command))
     run_job(f"variant {variant}", "scripts/train.py", command, run_dir, run_dir / "train.log")

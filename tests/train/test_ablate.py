@@ -296,3 +296,45 @@ def test_a_dev_evaluation_of_an_earlier_model_or_other_questions_is_set_aside(
     assert ablate.dev_eval_done(config, run_dir)
     record_failure(run_dir / "eval_dev", "scripts/evaluate.py exited with status 1")
     assert not ablate.dev_eval_done(config, run_dir)  # a later attempt failed: run it again
+
+
+def test_the_reward_ablations_start_from_the_full_runs_finished_warm_start(
+    ablate, hydra_configs, tmp_path
+):
+    user = ["experiment=cpu_grasp", f"sweep_dir={tmp_path}"]
+    resolved = {
+        v: ablate.variant_config(
+            ablate.train_overrides([*user, f"ablation={v}"], str(tmp_path / str(v)))
+        )
+        for v in Ablation
+    }
+    full = tmp_path / "none"
+    weights = full / "warm_start" / "model" / "model.safetensors"
+    weights.parent.mkdir(parents=True)
+    weights.write_bytes(b"warm-started weights")
+    (full / "config.json").write_text(json.dumps(resolved[Ablation.NONE], default=str))
+    # Still fine-tuning (no marker yet): nobody shares it.
+    assert not ablate.share_warm_start(tmp_path, Ablation.NO_RR, resolved[Ablation.NO_RR])
+    assert not (tmp_path / "no_rr").exists()
+
+    (full / "warm_start" / "warm_start.json").write_text('{"kept": 64}')
+    shared = {v for v in Ablation if ablate.share_warm_start(tmp_path, v, resolved[v])}
+    assert shared == {Ablation.NO_RR, Ablation.NO_RS}  # the tool ablations play other plans
+    for variant, key in ((Ablation.NO_RR, "alpha"), (Ablation.NO_RS, "beta")):
+        target = tmp_path / str(variant) / "warm_start"
+        assert os.path.samefile(target / "model" / "model.safetensors", weights)
+        assert (target / "warm_start.json").read_text() == '{"kept": 64}'
+        assert json.loads((target / "shared_from.json").read_text()) == {
+            "run_dir": str(full),
+            "config_differences": [f"rollout.reward.{key}", "run_dir"],
+        }
+        assert not target.with_name("warm_start.partial").exists()
+    for variant in (Ablation.NO_READ, Ablation.NO_SEMANTIC, Ablation.NO_KEYWORD):
+        assert not (tmp_path / str(variant) / "warm_start").exists()
+    # Once a variant has a warm start, it is its own: not replaced.
+    (tmp_path / "no_rs" / "warm_start" / "warm_start.json").write_text('{"kept": 3}')
+    assert not ablate.share_warm_start(tmp_path, Ablation.NO_RS, resolved[Ablation.NO_RS])
+    assert (tmp_path / "no_rs" / "warm_start" / "warm_start.json").read_text() == '{"kept": 3}'
+    # Without a warm start in the runs, there is nothing to share.
+    off = {**resolved[Ablation.NO_RR], "warm_start": {"enabled": False}}
+    assert not ablate.share_warm_start(tmp_path / "other", Ablation.NO_RR, off)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from tiny_run import tiny_run_overrides
 
 from grasp.paths import REPO_ROOT
@@ -35,31 +37,62 @@ def run(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ("experiment=no_such_experiment", "no_such_experiment"),
-        ("model.name=/no/such/model", "model.name"),
-        ("env.top_k=100000", "env.top_k"),
-        ("env.tools=[read_paragraph,answer]", "must include a search tool"),
-        ("grpo.num_generations=1", "grpo.num_generations"),
-        ("env.scope=everywhere", "env.scope"),
-        ("grpo.learning_rat=1", "learning_rat"),
-    ],
-)
+BAD_CONFIGURATIONS = [
+    ("experiment=no_such_experiment", MissingConfigException, "no_such_experiment"),
+    ("model.name=/no/such/model", FileNotFoundError, "model.name"),
+    ("env.top_k=100000", ValueError, "env.top_k"),
+    ("env.tools=[read_paragraph,answer]", ValueError, "must include a search tool"),
+    ("grpo.num_generations=1", ValueError, "grpo.num_generations"),
+    ("env.scope=everywhere", ValueError, "env.scope"),
+    ("grpo.learning_rat=1", ConfigCompositionException, "learning_rat"),
+]
+
+
+def start_training(overrides: list[str]) -> None:
+    """What scripts/train.py does with ``overrides`` (one process, in this one)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from grasp.config import register_configs, to_dataclass
+    from grasp.train.config import TrainConfig
+    from grasp.train.trainer import run_training
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
+        cfg = compose("train", overrides=overrides)
+    run_training(to_dataclass(cfg, TrainConfig), OmegaConf.to_container(cfg, resolve=True))
+
+
+@pytest.mark.parametrize(("override", "error", "message"), BAD_CONFIGURATIONS)
 def test_bad_configuration_fails_before_any_work(
-    tmp_path, tiny_model_dir, tiny_questions_file, override, message
+    tmp_path, tiny_model_dir, tiny_questions_file, override, error, message
 ):
+    command = train_command(
+        tmp_path / "run", tiny_model_dir, tiny_questions_file, tmp_path / "index", override
+    )
+    with pytest.raises(error, match=re.escape(message)):
+        start_training(command[2:])
+    assert not (tmp_path / "index").exists(), "no index was built"
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_the_script_exits_non_zero_naming_a_mistyped_field(
+    tmp_path, tiny_model_dir, tiny_questions_file
+):
+    """The same check through the command line (one case: each launch imports torch anew)."""
     result = run(
         train_command(
-            tmp_path / "run", tiny_model_dir, tiny_questions_file, tmp_path / "index", override
+            tmp_path / "run",
+            tiny_model_dir,
+            tiny_questions_file,
+            tmp_path / "index",
+            "grpo.learning_rat=1",
         ),
         timeout=120,
     )
     assert result.returncode != 0
-    assert message in result.stdout + result.stderr
+    assert "learning_rat" in result.stdout + result.stderr
     assert not (tmp_path / "index").exists(), "no index was built"
-    assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
 def test_a_killed_run_resumes_without_losing_or_repeating_steps(
