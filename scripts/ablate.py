@@ -13,7 +13,8 @@ model (none) first, then no read_paragraph, no semantic search, no keyword searc
 no R_S. Each job runs scripts/train.py in a process of its own (which frees the previous
 variant's memory, vLLM's included) with the job's overrides and
 run_dir=<sweep_dir>/<variant>: the same seed, questions and step budget, differing only in
-what the ablation sets. A finished variant is skipped; an interrupted one resumes through the
+what the ablation sets. A reward ablation (no R_R, no R_S) starts from the full run's
+finished warm start, which pays no reward (share_warm_start). A finished variant is skipped; an interrupted one resumes through the
 trainer's own resume; the training output also goes to <sweep_dir>/<variant>/train.log.
 With dev_n=N, each trained variant is then evaluated by scripts/evaluate.py in its own
 environment on N questions of each dev set (<sweep_dir>/<variant>/eval_dev/, resumable), and
