@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import shutil
 import sys
@@ -26,7 +25,7 @@ from grasp.eval.sweep import config_differences, job_overrides, read_failure, re
 from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
-from grasp.train.warm_start import DONE_MARKER
+from grasp.train.warm_start import DONE_MARKER, MODEL_DIR
 
 log = logging.getLogger("ablate")
 
@@ -67,29 +66,32 @@ def warm_start_unchanged(differences: list[str]) -> bool:
 
 def share_warm_start(sweep_dir: Path, variant: Ablation, resolved: dict[str, Any]) -> bool:
     """Give ``variant`` the full run's finished warm start when nothing it warm-starts with
-    differs (the reward ablations), so that it is not fine-tuned again: its files are linked
-    (copied across file systems) into <variant>/warm_start/, with shared_from.json saying
-    whose they are. A variant that has a warm_start/ of its own keeps it. True if shared."""
+    differs (the reward ablations), so that it is not fine-tuned again: the folder is copied
+    to <variant>/warm_start/ (a copy: the variant may write its own files there), with
+    shared_from.json saying whose it is. Only a warm start with its merged model is shared
+    (not a folder kept without its weights, as under results/); a variant that has a
+    warm_start/ of its own keeps it. True if shared."""
     if variant is Ablation.NONE or not resolved.get("warm_start", {}).get("enabled"):
         return False
     full_dir = sweep_dir / str(Ablation.NONE)
     source, target = full_dir / WARM_START_DIR, sweep_dir / str(variant) / WARM_START_DIR
     if target.exists() or not (source / DONE_MARKER).is_file():
         return False
-    full = read_json(full_dir / "config.json")
-    differences = config_differences(resolved, full)
-    if not full or not warm_start_unchanged(differences):
+    if not (source / MODEL_DIR / "config.json").is_file():
+        log.info("%s: not sharing %s, which holds no model: warm-starting anew", variant, source)
         return False
-
-    def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
+    differences = config_differences(resolved, read_json(full_dir / "config.json"))
+    if not warm_start_unchanged(differences):
+        log.info(
+            "%s: not sharing %s, whose run differs in %s: warm-starting anew",
+            variant,
+            source,
+            [k for k in differences if not warm_start_unchanged([k])],
+        )
+        return False
     partial = target.with_name(f"{WARM_START_DIR}.partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial, copy_function=link)
+    shutil.copytree(source, partial)
     shared = {"run_dir": str(full_dir), "config_differences": differences}
     (partial / SHARED_FROM_FILE).write_text(json.dumps(shared, indent=2) + "\n")
     partial.rename(target)  # whole or absent: the marker never appears before the model

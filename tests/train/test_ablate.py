@@ -309,20 +309,31 @@ def test_the_reward_ablations_start_from_the_full_runs_finished_warm_start(
         for v in Ablation
     }
     full = tmp_path / "none"
-    weights = full / "warm_start" / "model" / "model.safetensors"
-    weights.parent.mkdir(parents=True)
-    weights.write_bytes(b"warm-started weights")
+    model = full / "warm_start" / "model"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"warm-started weights")
     (full / "config.json").write_text(json.dumps(resolved[Ablation.NONE], default=str))
-    # Still fine-tuning (no marker yet): nobody shares it.
+    (full / "warm_start" / "warm_start.json").write_text('{"kept": 64}')
+    # A folder kept without its weights (as under results/) is not shared, nor one still
+    # fine-tuning (no config.json yet, then no marker).
     assert not ablate.share_warm_start(tmp_path, Ablation.NO_RR, resolved[Ablation.NO_RR])
+    (model / "config.json").write_text("{}")
+    (full / "warm_start" / "warm_start.json").unlink()
+    assert not ablate.share_warm_start(tmp_path, Ablation.NO_RR, resolved[Ablation.NO_RR])
+    # Without a warm start in the runs, there is nothing to share.
+    (full / "warm_start" / "warm_start.json").write_text('{"kept": 64}')
+    off = {**resolved[Ablation.NO_RR], "warm_start": {"enabled": False}}
+    assert not ablate.share_warm_start(tmp_path, Ablation.NO_RR, off)
     assert not (tmp_path / "no_rr").exists()
 
-    (full / "warm_start" / "warm_start.json").write_text('{"kept": 64}')
     shared = {v for v in Ablation if ablate.share_warm_start(tmp_path, v, resolved[v])}
     assert shared == {Ablation.NO_RR, Ablation.NO_RS}  # the tool ablations play other plans
     for variant, key in ((Ablation.NO_RR, "alpha"), (Ablation.NO_RS, "beta")):
         target = tmp_path / str(variant) / "warm_start"
-        assert os.path.samefile(target / "model" / "model.safetensors", weights)
+        assert (target / "model" / "model.safetensors").read_bytes() == b"warm-started weights"
+        assert not os.path.samefile(
+            target / "model" / "model.safetensors", model / "model.safetensors"
+        )
         assert (target / "warm_start.json").read_text() == '{"kept": 64}'
         assert json.loads((target / "shared_from.json").read_text()) == {
             "run_dir": str(full),
@@ -335,6 +346,3 @@ def test_the_reward_ablations_start_from_the_full_runs_finished_warm_start(
     (tmp_path / "no_rs" / "warm_start" / "warm_start.json").write_text('{"kept": 3}')
     assert not ablate.share_warm_start(tmp_path, Ablation.NO_RS, resolved[Ablation.NO_RS])
     assert (tmp_path / "no_rs" / "warm_start" / "warm_start.json").read_text() == '{"kept": 3}'
-    # Without a warm start in the runs, there is nothing to share.
-    off = {**resolved[Ablation.NO_RR], "warm_start": {"enabled": False}}
-    assert not ablate.share_warm_start(tmp_path / "other", Ablation.NO_RR, off)

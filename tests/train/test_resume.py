@@ -55,12 +55,14 @@ def start_training(overrides: list[str]) -> None:
 
     from grasp.config import register_configs, to_dataclass
     from grasp.train.config import TrainConfig
+    from grasp.train.process import SingleProcess
     from grasp.train.trainer import run_training
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
         cfg = compose("train", overrides=overrides)
-    run_training(to_dataclass(cfg, TrainConfig), OmegaConf.to_container(cfg, resolve=True))
+    config = to_dataclass(cfg, TrainConfig)
+    run_training(config, OmegaConf.to_container(cfg, resolve=True), SingleProcess())
 
 
 @pytest.mark.parametrize(("override", "error", "message"), BAD_CONFIGURATIONS)
