@@ -18,6 +18,17 @@ the trainer's policy needs (vLLM's ``logprobs_mode="processed_logprobs"`` means 
 temperature 0 (greedy) nothing is processed: they are log-probabilities of the model's own
 distribution, and each one is the maximum of its row.
 
+Turns without re-encoding (``reuse_cache=True``): a multi-turn episode's next request is its
+previous request, plus what was generated, plus the observation and the next assistant header,
+so the KV cache of the previous ``generate`` already holds most of it. The policy keeps each
+batch's cache and, when the next call's requests continue its rows (same ``request_id``, the
+cached tokens a prefix of the new ``token_ids``), prefills only the appended tokens: the new
+block is left-padded after the cached part, and the attention mask hides every padding and
+every token generated after a row's stop, wherever they lie (positions follow the mask). A
+cache is dropped when the weights changed since it was made (an optimizer step: tensor
+versions), or when the next call does not continue it. The rounding differs from a full
+prefill (other shapes), as it does between batchings.
+
 Memory: the scores of every step are never kept (``output_scores`` would hold rows x new
 tokens x vocabulary, about 20 GB for 64 rows x 512 tokens of Qwen2.5's 152k vocabulary). The
 temperature and top-p warpers are passed to ``generate`` as logits processors followed by
@@ -39,6 +50,7 @@ A greedy evaluation repeats exactly at the same batching (``policy.max_batch_siz
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,6 +95,16 @@ _UNPINNABLE = (
 _AFTER_WARPERS = ("min_p", "top_h", "watermarking_config")
 
 
+@functools.cache
+def _cache_argument() -> str:
+    """What ``generate`` calls its KV cache, as an argument and in its output: ``cache`` since
+    transformers 5.x renamed ``past_key_values``."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    fields = GenerateDecoderOnlyOutput.__dataclass_fields__
+    return "cache" if "cache" in fields else "past_key_values"
+
+
 @dataclass
 class _Batch:
     """What one ``model.generate`` call returned, reduced to what the rows need."""
@@ -91,6 +113,41 @@ class _Batch:
     """[batch][generated] ids after the prompt (finished rows continue with padding)."""
     logprobs: list[list[float]]
     """[batch][generated] log-probability of each of those ids."""
+    cache: Any = None
+    """The ``generate`` call's KV cache (``reuse_cache``): it holds ``sequences[:, :-1]``."""
+    sequences_BL: torch.Tensor | None = None
+    """[batch, context + generated] every id the call saw or produced, padding included."""
+    attention_mask_BL: torch.Tensor | None = None
+    """[batch, context + generated] the call's input mask, then 1 for each generated id."""
+
+
+@dataclass
+class _Continuation:
+    """A finished batch's KV cache, kept for the next turn of its rows (``reuse_cache``)."""
+
+    cache: Any
+    """Holds the keys and values of ``ids_BL``."""
+    ids_BL: torch.Tensor
+    """[rows, cached] the ids the cache holds, padding and post-stop ids included."""
+    mask_BL: torch.Tensor
+    """[rows, cached] 1 where an id is part of its row's conversation."""
+    prefixes: list[list[int]]
+    """[rows][...] each row's conversation as cached: ``ids_BL[row]`` where ``mask_BL`` is 1."""
+    rows: dict[str, int]
+    """Row of each request id."""
+    version: int
+    """The weights' version when it was made (``_weights_version``)."""
+
+    def continues(self, request: GenerationRequest) -> int | None:
+        """The row ``request`` continues (its cached conversation a strict prefix of the
+        request's ids), or None."""
+        row = self.rows.get(request.request_id)
+        if row is None or not request.request_id:
+            return None
+        prefix, ids = self.prefixes[row], request.token_ids or []
+        if len(ids) <= len(prefix) or ids[: len(prefix)] != prefix:
+            return None
+        return row
 
 
 class HFPolicy:
@@ -106,6 +163,9 @@ class HFPolicy:
         max_batch_size: Rows per ``model.generate`` call; None puts all requests in one call.
             Memory grows with rows x (context + new tokens) for the KV cache, and with rows x
             vocabulary for one step's scores.
+        reuse_cache: Keep each call's KV cache and prefill only the tokens appended since,
+            when the next call continues its rows (module docstring). The caches of one
+            call stay in memory until the next.
     """
 
     def __init__(
@@ -114,12 +174,18 @@ class HFPolicy:
         tokenizer: Any,
         end_of_turn_token: str = "<|im_end|>",
         max_batch_size: int | None = None,
+        reuse_cache: bool = False,
     ) -> None:
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be positive, got {max_batch_size}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.reuse_cache = reuse_cache
+        self._continuations: list[_Continuation] = []
+        self.prefilled_tokens = 0
+        """Context ids run through the model before generating, over every call: with
+        ``reuse_cache``, only the ids no kept cache held (padding included)."""
         self.end_of_turn_token = end_of_turn_token
         self.stop_ids = stop_token_ids(tokenizer, model.generation_config, end_of_turn_token)
         self.end_of_turn_id = self.stop_ids[0]
@@ -148,24 +214,48 @@ class HFPolicy:
                 valid.append(index)
             else:
                 generations[index] = Generation(text="", finished=False, error=problem)
+        version = self._weights_version() if self.reuse_cache else 0
+        kept, self._continuations = self._continuations, []
+        # Requests that continue a kept cache's rows run with it, batch by batch as before.
+        continued: list[tuple[_Continuation, list[int], list[int]]] = []
+        for continuation in kept if version else []:
+            if continuation.version != version:
+                continue
+            chunk, rows = [], []
+            for index in valid:
+                row = continuation.continues(requests[index])
+                if row is not None:
+                    chunk.append(index)
+                    rows.append(row)
+            if chunk:
+                continued.append((continuation, chunk, rows))
+                claimed = set(chunk)
+                valid = [i for i in valid if i not in claimed]
         # Similar lengths side by side: less padding when micro-batches split the work.
         valid.sort(key=lambda i: len(requests[i].token_ids or ()), reverse=True)
         size = self.max_batch_size or max(len(valid), 1)
+        batches: list[tuple[_Continuation | None, list[int], list[int]]] = [
+            *continued,
+            *((None, valid[start : start + size], []) for start in range(0, len(valid), size)),
+        ]
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.random.fork_rng(devices=self._rng_devices()):
                 torch.manual_seed(sampling.seed)
-                for start in range(0, len(valid), size):
-                    chunk = valid[start : start + size]
+                for continuation, chunk, rows in batches:
                     batch = [requests[i] for i in chunk]
-                    for index, generation in zip(
-                        chunk, self._generate_batch(batch, sampling), strict=True
-                    ):
+                    results = self._generate_batch(batch, sampling, continuation, rows, version)
+                    for index, generation in zip(chunk, results, strict=True):
                         generations[index] = generation
         finally:
             self.model.train(was_training)
         return [g for g in generations if g is not None]
+
+    def _weights_version(self) -> int:
+        """A number that changes whenever a parameter is written in place (an optimizer
+        step), and is at least 1: the sum of the parameters' tensor versions, plus one."""
+        return 1 + sum(p._version for p in self.model.parameters())
 
     def _check(self, request: GenerationRequest, sampling: SamplingConfig) -> str | None:
         """Why a request cannot be generated from, or None when it can."""
@@ -178,18 +268,27 @@ class HFPolicy:
         return None
 
     def _generate_batch(
-        self, batch: list[GenerationRequest], sampling: SamplingConfig
+        self,
+        batch: list[GenerationRequest],
+        sampling: SamplingConfig,
+        continuation: _Continuation | None = None,
+        rows: list[int] | None = None,
+        version: int = 0,
     ) -> list[Generation]:
-        """Generate one micro-batch; an exception (OOM...) becomes an error on each of its rows."""
+        """Generate one micro-batch (continuing ``rows`` of ``continuation`` when given); an
+        exception (OOM...) becomes an error on each of its rows."""
         limits = [min(r.max_new_tokens, sampling.max_new_tokens) for r in batch]
         try:
-            output = self._run(batch, sampling, max(limits))
-            return [
+            output = self._run(batch, sampling, max(limits), continuation, rows or [])
+            generations = [
                 self.to_generation(ids[:limit], logprobs[:limit])
                 for ids, logprobs, limit in zip(
                     output.new_ids, output.logprobs, limits, strict=True
                 )
             ]
+            if version:
+                self._keep(batch, generations, output, version)
+            return generations
         except Exception as error:  # noqa: BLE001 - one failed batch must not end the rollout
             log.exception("generation failed for a batch of %d requests", len(batch))
             if torch.cuda.is_available():
@@ -197,15 +296,43 @@ class HFPolicy:
             message = f"{type(error).__name__}: {error}"
             return [Generation(text="", finished=False, error=message) for _ in batch]
 
-    def _run(self, batch: list[GenerationRequest], sampling: SamplingConfig, steps: int) -> _Batch:
+    def _run(
+        self,
+        batch: list[GenerationRequest],
+        sampling: SamplingConfig,
+        steps: int,
+        continuation: _Continuation | None = None,
+        rows: list[int] | None = None,
+    ) -> _Batch:
+        """One ``generate`` call. With ``continuation``, row i of the batch continues its row
+        ``rows[i]``: only the ids after the cached conversation are new input."""
         device = self.model.device
-        width = max(len(r.token_ids or ()) for r in batch)
-        input_ids_BT = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        attention_mask_BT = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, request in enumerate(batch):
-            ids = request.token_ids or []
-            input_ids_BT[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask_BT[row, width - len(ids) :] = 1
+        cached = {}
+        if continuation is None:
+            suffixes = [r.token_ids or [] for r in batch]
+            old_ids_BC = torch.zeros((len(batch), 0), dtype=torch.long)
+            old_mask_BC = torch.zeros((len(batch), 0), dtype=torch.long)
+        else:
+            rows = rows or []
+            suffixes = [
+                (r.token_ids or [])[len(continuation.prefixes[row]) :]
+                for r, row in zip(batch, rows, strict=True)
+            ]
+            index = torch.tensor(rows, dtype=torch.long)
+            old_ids_BC, old_mask_BC = continuation.ids_BL[index], continuation.mask_BL[index]
+            cache = continuation.cache
+            if rows != list(range(len(continuation.prefixes))):
+                cache.batch_select_indices(index.to(device))
+            cached = {_cache_argument(): cache}
+        width = max(len(ids) for ids in suffixes)
+        new_ids_BT = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        new_mask_BT = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(suffixes):
+            new_ids_BT[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            new_mask_BT[row, width - len(ids) :] = 1
+        input_ids_BT = torch.cat([old_ids_BC, new_ids_BT], dim=1)
+        attention_mask_BT = torch.cat([old_mask_BC, new_mask_BT], dim=1)
+        self.prefilled_tokens += len(batch) * width
         recorder = ChosenLogprobs()
         output = self.model.generate(
             input_ids=input_ids_BT.to(device),
@@ -216,10 +343,52 @@ class HFPolicy:
             # step with the other processes under ZeRO-3 or FSDP, who are not generating (the
             # main process evaluates alone; rollouts on sharded parameters are refused).
             synced_gpus=False,
+            **cached,
         )
-        new_ids_BN = output.sequences[:, width:]
+        total = input_ids_BT.shape[1]
+        new_ids_BN = output.sequences[:, total:]
         logprobs_BN = recorder.finish(new_ids_BN)
-        return _Batch(new_ids=new_ids_BN.tolist(), logprobs=logprobs_BN.tolist())
+        generated = torch.ones_like(new_ids_BN, dtype=torch.long, device="cpu")
+        return _Batch(
+            new_ids=new_ids_BN.tolist(),
+            logprobs=logprobs_BN.tolist(),
+            cache=getattr(output, _cache_argument(), None) if self.reuse_cache else None,
+            sequences_BL=output.sequences.cpu(),
+            attention_mask_BL=torch.cat([attention_mask_BT, generated], dim=1),
+        )
+
+    def _keep(
+        self,
+        batch: list[GenerationRequest],
+        generations: list[Generation],
+        output: _Batch,
+        version: int,
+    ) -> None:
+        """Keep a batch's cache for the next turn of its rows (``reuse_cache``): the ids it
+        holds, with each row's ids after what it kept (its stop, its own limit) masked."""
+        cache, sequences_BL, mask_BL = output.cache, output.sequences_BL, output.attention_mask_BL
+        if cache is None or sequences_BL is None or mask_BL is None:
+            return
+        length = sequences_BL.shape[1] - 1  # the last chosen ids were never fed to the model
+        if cache.get_seq_length() != length:
+            return
+        generated = len(output.new_ids[0]) if output.new_ids else 0
+        start = sequences_BL.shape[1] - generated
+        mask_BL = mask_BL.clone()
+        for row, generation in enumerate(generations):
+            mask_BL[row, start + len(generation.token_ids or ()) :] = 0
+        ids_BL, mask_BL = sequences_BL[:, :length], mask_BL[:, :length]
+        prefixes = [ids[mask == 1].tolist() for ids, mask in zip(ids_BL, mask_BL, strict=True)]
+        self._continuations.append(
+            _Continuation(
+                cache=cache,
+                ids_BL=ids_BL,
+                mask_BL=mask_BL,
+                prefixes=prefixes,
+                rows={r.request_id: row for row, r in enumerate(batch) if r.request_id},
+                version=version,
+            )
+        )
 
     def _generation_config(self, sampling: SamplingConfig, steps: int) -> Any:
         """The generation config: temperature and top-p neutral here, since
