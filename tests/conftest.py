@@ -143,6 +143,15 @@ def tiny_index(tiny_index_dir: Path):
 
 
 @pytest.fixture(scope="session")
+def smollm2_fp32():
+    """The real SmolLM2-135M-Instruct in float32, loaded once for every test that only reads
+    it (generation, templates): tests that train or wrap a model load their own."""
+    from grasp.models import ModelConfig, load_policy_model
+
+    return load_policy_model(ModelConfig(dtype="float32"))
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 64-wide Llama saved with the (Qwen2.5-templated) SmolLM2 tokenizer."""
     import torch

@@ -39,11 +39,6 @@ def prepared() -> Path:
     return location
 
 
-@pytest.fixture(scope="module")
-def loaded_fp32():
-    return load_policy_model(ModelConfig(dtype="float32"))
-
-
 def test_prepared_copy_has_the_gguf_logits(prepared: Path) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -79,10 +74,10 @@ def test_loaded_model_is_ready_for_batched_generation(prepared: Path) -> None:
     assert loaded.tokenizer.convert_tokens_to_ids("<|im_end|>") == loaded.tokenizer.eos_token_id
 
 
-def test_qwen_template_renders_tools(loaded_fp32) -> None:
+def test_qwen_template_renders_tools(smollm2_fp32) -> None:
     messages = [{"role": "user", "content": "Who discovered radium?"}]
     tools = [tool_schema(ToolName.SEMANTIC_SEARCH), tool_schema(ToolName.ANSWER)]
-    text = loaded_fp32.tokenizer.apply_chat_template(
+    text = smollm2_fp32.tokenizer.apply_chat_template(
         messages, tools=tools, add_generation_prompt=True, tokenize=False
     )
     assert "<tools>" in text and '"name": "semantic_search"' in text and "<tool_call>" in text

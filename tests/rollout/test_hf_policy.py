@@ -32,11 +32,6 @@ def bf16():
 
 
 @pytest.fixture(scope="module")
-def fp32():
-    return load_policy_model(ModelConfig(dtype="float32"))
-
-
-@pytest.fixture(scope="module")
 def prompts(bf16) -> list[list[int]]:
     """Three chat prompts of different lengths (so that left padding matters)."""
     rendered = [
@@ -128,36 +123,36 @@ def test_text_round_trips_and_excludes_the_end_token(bf16, prompts) -> None:
         assert len(ids) == len(generation.logprobs or [])
 
 
-def test_greedy_logprobs_are_the_maximum_under_teacher_forcing(fp32, prompts) -> None:
-    policy = HFPolicy(fp32.model, fp32.tokenizer)
+def test_greedy_logprobs_are_the_maximum_under_teacher_forcing(smollm2_fp32, prompts) -> None:
+    policy = HFPolicy(smollm2_fp32.model, smollm2_fp32.tokenizer)
     [generation] = policy.generate(requests_for(prompts[1:2], 8), GREEDY)
     ids, logprobs = generation.token_ids or [], generation.logprobs or []
     assert len(ids) == len(logprobs) > 0
-    rows_NV, expected = forced_logprobs(fp32.model, prompts[1], ids)
+    rows_NV, expected = forced_logprobs(smollm2_fp32.model, prompts[1], ids)
     assert logprobs == pytest.approx(expected.tolist(), abs=1e-2)
     assert logprobs == pytest.approx(rows_NV.max(dim=-1).values.tolist(), abs=1e-2)
     assert all(lp <= 0 for lp in logprobs)
 
 
-def test_sampled_logprobs_are_of_the_tempered_distribution(fp32, prompts) -> None:
-    policy = HFPolicy(fp32.model, fp32.tokenizer)
+def test_sampled_logprobs_are_of_the_tempered_distribution(smollm2_fp32, prompts) -> None:
+    policy = HFPolicy(smollm2_fp32.model, smollm2_fp32.tokenizer)
     sampling = SamplingConfig(temperature=0.7, top_p=1.0, max_new_tokens=8, seed=5)
     [generation] = policy.generate(requests_for(prompts[2:], 8), sampling)
     ids = generation.token_ids or []
-    _, tempered = forced_logprobs(fp32.model, prompts[2], ids, temperature=0.7)
+    _, tempered = forced_logprobs(smollm2_fp32.model, prompts[2], ids, temperature=0.7)
     assert generation.logprobs == pytest.approx(tempered.tolist(), abs=1e-2)
     # With a nucleus, the kept tokens' mass is renormalized: never less likely than tempered.
     nucleus = SamplingConfig(temperature=0.7, top_p=0.5, max_new_tokens=8, seed=5)
     [truncated] = policy.generate(requests_for(prompts[2:], 8), nucleus)
-    _, tempered = forced_logprobs(fp32.model, prompts[2], truncated.token_ids or [], 0.7)
+    _, tempered = forced_logprobs(smollm2_fp32.model, prompts[2], truncated.token_ids or [], 0.7)
     assert all(
         a >= b - 1e-4 for a, b in zip(truncated.logprobs or [], tempered.tolist(), strict=True)
     )
 
 
-def test_model_generation_defaults_do_not_leak(fp32, prompts, monkeypatch) -> None:
+def test_model_generation_defaults_do_not_leak(smollm2_fp32, prompts, monkeypatch) -> None:
     # Qwen-style checkpoint defaults that generate() would otherwise apply to unset fields.
-    config = fp32.model.generation_config
+    config = smollm2_fp32.model.generation_config
     for name, value in {
         "do_sample": True,
         "temperature": 0.2,
@@ -167,10 +162,10 @@ def test_model_generation_defaults_do_not_leak(fp32, prompts, monkeypatch) -> No
         "no_repeat_ngram_size": 1,
     }.items():
         monkeypatch.setattr(config, name, value)
-    policy = HFPolicy(fp32.model, fp32.tokenizer)
+    policy = HFPolicy(smollm2_fp32.model, smollm2_fp32.tokenizer)
     sampling = SamplingConfig(temperature=1.0, max_new_tokens=8, seed=1)
     [generation] = policy.generate(requests_for(prompts[2:], 8), sampling)
-    _, plain = forced_logprobs(fp32.model, prompts[2], generation.token_ids or [])
+    _, plain = forced_logprobs(smollm2_fp32.model, prompts[2], generation.token_ids or [])
     assert generation.logprobs == pytest.approx(plain.tolist(), abs=1e-2)
 
 
