@@ -182,6 +182,9 @@ def predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return not resolved.get("rollout", {}).get("max_episode_seconds")
     if key == "warm_start.adapt_plans":  # off: the plans as written, as they were played
         return not resolved.get("warm_start", {}).get("adapt_plans")
+    if key in ("policy.reuse_cache", "grpo.reuse_cache"):  # off: every turn prefilled whole
+        section = key.split(".")[0]
+        return not resolved.get(section, {}).get("reuse_cache")
     if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
         return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
     return False

@@ -5,7 +5,8 @@
 checkpoint. The evaluation takes from the run's ``config.json`` everything that shapes an
 episode: the tools, top-K, turn budget and scaffolds (``env``), the index settings, the
 context budget, tokens per turn and assistant prefix (``rollout``, decoded greedily), and the
-model with the run's adapters (``grasp/rollout/adapters.py``). Overriding any of those on the
+model with the run's adapters (``grasp/rollout/adapters.py``), generating as the run did
+(``grpo.reuse_cache``). Overriding any of those on the
 command line together with ``run_dir=`` is refused, so that nobody evaluates a policy in an
 environment it was not trained in by accident. What stays the evaluation's own: the datasets,
 n, seed, batching, judge and output folder.
@@ -82,7 +83,9 @@ def stage_policy(run_dir: Path, stage: str, train: TrainConfig, base: PolicyConf
             adapters.append(str(folder))
         else:
             model, adapters = replace(model, name=str(folder)), []
-    return replace(base, kind="hf", model=model, adapters=adapters)
+    return replace(
+        base, kind="hf", model=model, adapters=adapters, reuse_cache=train.grpo.reuse_cache
+    )
 
 
 def for_trained_run(config, overrides: Sequence[str]):

@@ -48,6 +48,10 @@ class PolicyConfig:
     (grasp/rollout/adapters.py); how a trained run's policy is rebuilt."""
     max_batch_size: int | None = 32
     """hf: rows per generate call (bounds memory); null puts every episode in one call."""
+    reuse_cache: bool = False
+    """hf: each turn prefills only the tokens appended since the episode's previous turn,
+    continuing its KV cache (grasp/rollout/hf_policy.py); greedy tokens as a full prefill's
+    up to rounding."""
     scripted_reads: int = 2
     """scripted: paragraphs read after the first two searches."""
     base_url: str = ""
@@ -106,7 +110,12 @@ def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPol
         loaded = load_policy_model(config.model)
         model = apply_adapters(loaded.model, config.adapters)
         chat = ChatTokenizer(loaded.tokenizer, tool_schemas)
-        policy = HFPolicy(model, loaded.tokenizer, max_batch_size=config.max_batch_size)
+        policy = HFPolicy(
+            model,
+            loaded.tokenizer,
+            max_batch_size=config.max_batch_size,
+            reuse_cache=config.reuse_cache,
+        )
         return BuiltPolicy(policy, chat=chat, model=model)
     from grasp.rollout.vllm_policy import VLLMPolicy, _import_vllm
 

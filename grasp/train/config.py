@@ -137,6 +137,10 @@ class GRPOSettings:
     """Replace zero-spread groups by fresh questions before the update (DAPO; off)."""
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU) instead of transformers."""
+    reuse_cache: bool = False
+    """Transformers rollouts and the run's evaluations: each turn prefills only the tokens
+    appended since the previous turn, continuing its KV cache (``HFPolicy(reuse_cache=True)``),
+    instead of re-encoding the whole episode. Same distribution; other rounding."""
     vllm_mode: str = "colocate"
     """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs);
     a ``VllmMode``."""

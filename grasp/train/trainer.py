@@ -371,7 +371,12 @@ def _after_model(trainer: Any, final: Path, base_model: ModelConfig) -> Any:
 def evaluation_engine(config: TrainConfig, setup: TrainingSetup, model: Any) -> RolloutEngine:
     """The engine of a run's evaluations: ``model`` decoded greedily in the evaluation
     environment, at most ``config.eval_max_batch_size`` rows per ``model.generate`` call."""
-    policy = HFPolicy(model, setup.loaded.tokenizer, max_batch_size=config.eval_max_batch_size)
+    policy = HFPolicy(
+        model,
+        setup.loaded.tokenizer,
+        max_batch_size=config.eval_max_batch_size,
+        reuse_cache=config.grpo.reuse_cache,
+    )
     greedy = config.rollout.greedy()
     return RolloutEngine(setup.eval_env, policy, greedy, chat=setup.chat)
 
@@ -589,7 +594,8 @@ def _policy_factory(config: TrainConfig, tokenizer: Any):
 
     def policy_for(trainer: Any):
         if not config.grpo.use_vllm:
-            return HFPolicy(trainer.accelerator.unwrap_model(trainer.model), tokenizer)
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            return HFPolicy(model, tokenizer, reuse_cache=config.grpo.reuse_cache)
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 
         generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config

@@ -100,6 +100,19 @@ def test_a_trained_run_is_evaluated_in_its_own_environment(run_dir):
     assert warm.policy.adapters == [str(run_dir / "warm_start" / "adapter")]
 
 
+@pytest.mark.parametrize("reuse_cache", [True, False, None])
+def test_the_evaluation_generates_as_the_run_did(run_dir, reuse_cache):
+    """grpo.reuse_cache of the run (None: a config.json written before the field existed)."""
+    resolved = json.loads((run_dir / "config.json").read_text())
+    if reuse_cache is None:
+        del resolved["grpo"]["reuse_cache"]
+    else:
+        resolved["grpo"]["reuse_cache"] = reuse_cache
+    (run_dir / "config.json").write_text(json.dumps(resolved))
+    config = for_trained_run(EvaluateConfig(run_dir=str(run_dir)), overrides=[])
+    assert config.policy.reuse_cache is bool(reuse_cache)
+
+
 @pytest.mark.parametrize(
     "override", ["env.top_k=3", "rollout.sampling.max_new_tokens=256", "policy=hf", "+baseline=x"]
 )
