@@ -524,6 +524,9 @@ class BenchTrainStepConfig(TrainConfig):
     """Steps run first and not timed (allocator, caches, first-call overheads)."""
     timed_steps: int = 3
     """Steps timed after the warm-up; the table shows their mean."""
+    reuse_cache: list[bool] = field(default_factory=lambda: [False, True])
+    """The arms: each value of grpo.reuse_cache is timed in turn, in this process, from the
+    same untrained weights, seed and questions (the table gives their ratio to the first)."""
     references: bool = True
     """Also time raw model.generate and one forward/backward over the last step's tokens."""
     out: str | None = None
@@ -533,6 +536,8 @@ class BenchTrainStepConfig(TrainConfig):
         super().__post_init__()
         if self.warmup_steps < 0 or self.timed_steps < 1:
             raise ValueError("warmup_steps must be >= 0 and timed_steps >= 1")
+        if not self.reuse_cache:
+            raise ValueError("reuse_cache lists the arms to time: give at least one, e.g. [false]")
 
 
 def _hydra_mode(compare: str) -> str:

@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> None:
     set_process_environment(config.wandb, Path(config.run_dir))
     report = run_benchmark(config, OmegaConf.to_container(cfg, resolve=True))
     name = f"bench_train_step-{config.experiment}.json"
-    publish(report, config.out, name, table(report["step"], report.get("raw")), log)
+    publish(report, config.out, name, table(report), log)
 
 
 if __name__ == "__main__":

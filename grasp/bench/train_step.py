@@ -1,13 +1,16 @@
 """The GRPO step benchmark: one experiment's step, part by part, against its raw model costs.
 
 ``run_benchmark(config, resolved)`` builds the run as scripts/train.py does, runs
-``warmup_steps`` + ``timed_steps`` steps under ``StepProfiler`` and times the raw floors
-(``raw_references``); ``table(summary, raw)`` is its printed table.
+``warmup_steps`` + ``timed_steps`` steps under ``StepProfiler`` once per arm (each value of
+``reuse_cache``: every turn prefilled whole, or continuing the episode's KV cache) and times
+the raw floors (``raw_references``); ``table(report)`` is its printed table, the arms side by
+side.
 ``scripts/bench_train_step.py`` is the entry point.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import replace
@@ -87,7 +90,9 @@ def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
 
 def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dict[str, Any]:
     """Train ``warmup_steps`` + ``timed_steps`` steps (no warm start, no evaluation) with the
-    profiler attached; the JSON report, ``resolved`` the composed config as it was given."""
+    profiler attached, once per value of ``config.reuse_cache`` (each arm from the same
+    untrained weights, seed and questions); the JSON report, ``resolved`` the composed
+    config as it was given."""
     load_before = os.getloadavg()
     steps = config.warmup_steps + config.timed_steps
     config = replace(
@@ -98,39 +103,69 @@ def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dic
         trajectories_every=0,
         save_every=10**6,
     )
-    run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     setup = build_training(config)
-    trainer = make_grpo_trainer(config, setup.data, setup.env, setup.loaded, setup.chat, run_dir)
-    profiler = StepProfiler().attach(trainer)
-    trainer.train()
-    timed = profiler.steps[config.warmup_steps :]
-    report = {
-        "experiment": config.experiment,
-        "config": resolved,
-        "step": mean_timing(timed),
-        "steps": [s.to_json() for s in profiler.steps],
-    }
-    if config.references:
-        report["raw"] = raw_references(trainer, profiler.last_batch, config.grpo.bf16)
+    # Each arm trains its own copy of the untrained model (the trainer wraps and updates it).
+    pristine = copy.deepcopy(setup.loaded.model) if len(config.reuse_cache) > 1 else None
+    arms, last = [], None
+    for number, reuse_cache in enumerate(config.reuse_cache):
+        arm = replace(config, grpo=replace(config.grpo, reuse_cache=reuse_cache))
+        loaded = setup.loaded
+        if number > 0 and pristine is not None:
+            loaded = replace(loaded, model=copy.deepcopy(pristine))
+        run_dir = Path(config.run_dir) / f"reuse_cache-{str(reuse_cache).lower()}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        trainer = make_grpo_trainer(arm, setup.data, setup.env, loaded, setup.chat, run_dir)
+        profiler = StepProfiler().attach(trainer)
+        trainer.train()
+        timed = profiler.steps[config.warmup_steps :]
+        arms.append(
+            {
+                "reuse_cache": reuse_cache,
+                "step": mean_timing(timed),
+                "steps": [s.to_json() for s in profiler.steps],
+            }
+        )
+        last = (trainer, profiler.last_batch)
+    report: dict[str, Any] = {"experiment": config.experiment, "config": resolved, "arms": arms}
+    if config.references and last is not None:
+        report["raw"] = raw_references(*last, config.grpo.bf16)
     report["environment"] = machine(load_before)
     return report
 
 
-def table(summary: dict, raw: dict | None) -> str:
-    """The mean step's parts with their shares, throughput and tokens; then the raw floors."""
-    parts, tokens = summary["parts_s"], summary["tokens"]
-    lines = [f"\nGRPO step, mean of {summary['steps']} timed steps"]
-    lines.append(f"{'part':<18}{'seconds':>10}{'share':>8}")
+def table(report: dict[str, Any]) -> str:
+    """Each arm's mean step by part, with its share, tokens and throughput; the arms side by
+    side with their ratio to the first; then the raw floors."""
+    arms = report["arms"]
+    lines = [
+        f"\nGRPO step of {report['experiment']}, mean of {arms[0]['step']['steps']} timed steps"
+    ]
+    header = "".join(f"{'reuse_cache=' + str(a['reuse_cache']).lower():>20}" for a in arms)
+    lines.append(f"{'part (seconds)':<22}{header}")
     for part in (*PARTS, "other"):
-        lines.append(f"{part:<18}{parts[part]:>10.2f}{parts[part] / summary['wall_s']:>8.1%}")
-    lines.append(f"{'step':<18}{summary['wall_s']:>10.2f}")
+        cells = "".join(
+            f"{a['step']['parts_s'][part]:>12.2f}{a['step']['parts_s'][part] / a['step']['wall_s']:>8.1%}"
+            for a in arms
+        )
+        lines.append(f"{part:<22}{cells}")
+    lines.append(f"{'step':<22}" + "".join(f"{a['step']['wall_s']:>12.2f}{'':>8}" for a in arms))
+    for name in ("prompt", "generated", "inserted", "prefilled", "turns"):
+        cells = "".join(f"{a['step']['tokens'].get(name, 0):>12.0f}{'':>8}" for a in arms)
+        lines.append(f"{'tokens: ' + name:<22}{cells}")
     lines.append(
-        f"samples/step {summary['samples_per_step']:.0f}, samples/minute "
-        f"{summary['samples_per_minute']:.2f}; tokens/step: prompt {tokens['prompt']:.0f}, "
-        f"generated {tokens['generated']:.0f}, inserted {tokens['inserted']:.0f}, "
-        f"turns {tokens['turns']:.1f}"
+        f"{'samples/step':<22}"
+        + "".join(f"{a['step']['samples_per_step']:>12.0f}{'':>8}" for a in arms)
     )
+    first = arms[0]["step"]["samples_per_minute"]
+    lines.append(
+        f"{'samples/minute':<22}"
+        + "".join(
+            f"{a['step']['samples_per_minute']:>12.2f}"
+            f"{'x' + format(a['step']['samples_per_minute'] / first, '.2f'):>8}"
+            for a in arms
+        )
+    )
+    raw = report.get("raw")
     if raw:
         lines.append(
             f"raw model.generate of {raw['generate_rows']} rows x "

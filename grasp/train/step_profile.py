@@ -32,6 +32,10 @@ class StepTokens:
     """Tokens the policy generated (env mask 1: they carry the loss)."""
     inserted: int = 0
     """Observation and scaffold tokens the environment inserted (env mask 0)."""
+    prefilled: int = 0
+    """Context tokens the policy ran through the model before generating, over every turn
+    (``HFPolicy.prefilled_tokens``, padding included; 0 for another backend): every turn's
+    whole context, or with ``grpo.reuse_cache`` only what was appended since the last."""
     trajectories: int = 0
     turns: int = 0
     """Generation calls of the step (turns of its longest episode)."""
@@ -133,7 +137,10 @@ class StepProfiler:
 
     def _timed_rollout(self, run: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
+            policy = kwargs.get("policy")
+            before = getattr(policy, "prefilled_tokens", 0)
             batch = run(*args, **kwargs)
+            self._tokens.prefilled += getattr(policy, "prefilled_tokens", 0) - before
             self.last_batch = batch
             self._add("generation", batch.timings.generation)
             self._add("environment", batch.timings.environment)
@@ -175,7 +182,7 @@ def mean_timing(steps: list[StepTiming]) -> dict[str, Any]:
     samples = sum(s.tokens.trajectories for s in steps) / n
     tokens = {
         name: sum(getattr(s.tokens, name) for s in steps) / n
-        for name in ("prompt", "generated", "inserted", "turns")
+        for name in ("prompt", "generated", "inserted", "prefilled", "turns")
     }
     tokens["sequence"] = sum(s.tokens.sequence for s in steps) / n
     return {

@@ -47,6 +47,7 @@ def test_tokens_are_those_of_the_step_trajectories(profiled):
     completion = sum(len(t.tokens.completion_ids) for t in trajectories)
     assert last.generated + last.inserted == completion
     assert last.sequence == last.prompt + completion
+    assert last.prefilled == 0  # a scripted policy runs no model
 
 
 def test_mean_timing_reports_samples_per_minute(profiled):
