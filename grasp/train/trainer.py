@@ -521,7 +521,8 @@ def make_grpo_trainer(
     eval_env: RetrievalEnvironment | None = None,
     world_size: int = 1,
 ):
-    """TRL's GRPOTrainer wired to our engine, reward terms and callbacks.
+    """TRL's GRPOTrainer wired to our engine, reward terms and callbacks (``GraspGRPOTrainer``:
+    on CPU, the loss's log-probabilities from the plain LM head; grasp/train/cpu_logprobs.py).
 
     ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
     model (transformers) or its vLLM engine. Tests pass a scripted policy. ``eval_env`` is
@@ -531,7 +532,8 @@ def make_grpo_trainer(
     what each rollout did reaches its output under ``REPORT_KEY``.
     """
     from datasets import Dataset
-    from trl import GRPOTrainer
+
+    from grasp.train.cpu_logprobs import grasp_grpo_trainer
 
     # No policy of its own: each rollout plays the trainer's current weights (``policy_for``).
     engine = RolloutEngine(env, None, config.rollout, chat=chat)
@@ -545,7 +547,9 @@ def make_grpo_trainer(
         dynamic_sampling=config.grpo.dynamic_sampling,
         records_dir=run_dir / ROLLOUTS_DIR,
     )
-    trainer = GRPOTrainer(
+    # TRL's GRPOTrainer; on CPU its loss's log-probabilities come from the model's own LM head
+    # over the completion positions (grasp/train/cpu_logprobs.py).
+    trainer = grasp_grpo_trainer()(
         model=loaded.model,
         reward_funcs=reward_functions(),
         args=_grpo_args(config, run_dir, world_size),

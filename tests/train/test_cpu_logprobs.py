@@ -1,0 +1,138 @@
+"""The CPU log-probabilities of the GRPO loss against TRL's fused LM head on the same model:
+the same values, entropies and LoRA gradients; 0 on padding; TRL's path kept where ours does
+not apply."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from grasp.train.cpu_logprobs import completion_logprobs, plain_head_applies
+
+KEEP = 8  # completion positions scored per row
+
+
+@pytest.fixture(scope="module")
+def lora_llama():
+    """A 2-layer Llama with LoRA adapters that are not zero (so their gradients are)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
+    base = LlamaForCausalLM(config).float()
+    lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = get_peft_model(base, lora)
+    add_fused_lm_head(model.get_base_model(), temperature=0.7, outputs=("log_probs", "entropy"))
+    return model
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Three rows as TRL lays them out: left-padded prompts, right-padded completions."""
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(1, 300, (3, 20), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0  # prompt padding
+    mask[1, -3:] = 0  # completion padding
+    mask[2, :1] = 0
+    mask[2, -1:] = 0
+    return ids, mask
+
+
+def fused(model, ids, mask):
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-KEEP] = -100
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    return out.log_probs[:, -KEEP:], out.entropy[:, -KEEP:]
+
+
+def lora_grads(model, logps: torch.Tensor, weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    (logps * weights).sum().backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_the_plain_head_gives_the_fused_heads_logprobs_entropies_and_gradients(lora_llama):
+    ids, mask = batch()
+    weights = torch.randn(3, KEEP, generator=torch.Generator().manual_seed(2))
+    expected, expected_entropy = fused(lora_llama, ids, mask)
+    expected_grads = lora_grads(lora_llama, expected, weights)
+    logps, entropy = completion_logprobs(
+        lora_llama, ids, mask, KEEP, temperature=0.7, batch_size=2, compute_entropy=True
+    )
+    assert logps.shape == entropy.shape == (3, KEEP)
+    torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy, expected_entropy.detach(), atol=1e-5, rtol=1e-5)
+    assert not entropy.requires_grad, "the entropy is a metric: no gradient flows through it"
+    grads = lora_grads(lora_llama, logps, weights)
+    assert set(grads) == set(expected_grads) and grads
+    for name, grad in grads.items():
+        assert grad.abs().sum() > 0, name
+        torch.testing.assert_close(grad, expected_grads[name], atol=1e-5, rtol=1e-4)
+    # Completion padding scores 0; a real completion id never does.
+    assert (logps[1, -3:] == 0).all() and (logps[2, -1:] == 0).all()
+    assert (logps[0] < 0).all()
+
+
+def test_the_temperature_divides_the_logits(lora_llama):
+    ids, mask = batch()
+    with torch.no_grad():
+        hot, _ = completion_logprobs(lora_llama, ids, mask, KEEP, temperature=0.7)
+        cold, _ = completion_logprobs(lora_llama, ids, mask, KEEP, temperature=1.0)
+        logits = lora_llama(input_ids=ids, attention_mask=mask).logits[:, -KEEP - 1 : -1]
+    chosen = ids[:, -KEEP:, None]
+    expected = (logits / 0.7).log_softmax(-1).gather(-1, chosen)[..., 0]
+    torch.testing.assert_close(hot[0], expected[0], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(hot[0], cold[0])
+
+
+def trainer_like(**fields):
+    config = SimpleNamespace(final_logit_softcapping=None, logit_scale=None)
+    model = SimpleNamespace(config=config)
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(cast_lm_head_to_fp32=False),
+        _entropy_bonus_enabled=False,
+        accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+    )
+    for name, value in fields.items():
+        target = config if name in vars(config) else trainer
+        setattr(target, name, value)
+    return trainer, model
+
+
+@pytest.mark.parametrize(
+    ("fields", "extra", "applies"),
+    [
+        ({}, {}, True),
+        ({}, {"pixel_values": None, "token_type_ids": None}, True),
+        ({}, {"pixel_values": torch.zeros(1)}, False),
+        ({"_entropy_bonus_enabled": True}, {}, False),
+        ({"final_logit_softcapping": 30.0}, {}, False),
+        ({"logit_scale": 0.5}, {}, False),
+    ],
+)
+def test_trls_fused_head_is_kept_where_the_plain_one_would_differ(fields, extra, applies):
+    trainer, model = trainer_like(**fields)
+    assert (
+        plain_head_applies(trainer, model, torch.zeros(1, 2, dtype=torch.long), **extra) is applies
+    )
+
+
+def test_an_fp32_cast_head_and_a_gpu_batch_keep_trls_path():
+    trainer, model = trainer_like()
+    trainer.args.cast_lm_head_to_fp32 = True
+    assert not plain_head_applies(trainer, model, torch.zeros(1, 2, dtype=torch.long))
+    trainer.args.cast_lm_head_to_fp32 = False
+    meta = torch.zeros(1, 2, dtype=torch.long, device="meta")
+    assert not plain_head_applies(trainer, model, meta)
