@@ -155,18 +155,14 @@ def smollm2_fp32():
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 64-wide Llama saved with the (Qwen2.5-templated) SmolLM2 tokenizer."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from tiny_llama import tiny_llama_config
+    from transformers import AutoTokenizer, LlamaForCausalLM
 
     from grasp.models import ModelConfig, prepare_model
 
     tokenizer = AutoTokenizer.from_pretrained(prepare_model(ModelConfig()))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    config = tiny_llama_config(
+        len(tokenizer),
         max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),

@@ -230,17 +230,10 @@ def test_sharded_by_launcher_reads_accelerates_flags() -> None:
 
 def _share_moved_by_adamw(dtype: str, autocast: bool) -> float:
     """Share of a tiny Llama's weights changed by 10 AdamW steps at lr 1e-6 (the paper's lr)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tiny_llama import tiny_llama_config
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
+    config = tiny_llama_config(128, max_position_embeddings=128)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).to(models.torch_dtype(dtype))
     before = {name: p.detach().clone() for name, p in model.named_parameters()}

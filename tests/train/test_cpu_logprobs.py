@@ -16,22 +16,14 @@ KEEP = 8  # completion positions scored per row
 
 @pytest.fixture(scope="module")
 def lora_llama():
-    """A 2-layer Llama with LoRA adapters that are not zero (so their gradients are)."""
+    """The tiny Llama with LoRA adapters that are not zero (so their gradients are)."""
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tiny_llama import tiny_llama_config
+    from transformers import LlamaForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=300,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    )
-    base = LlamaForCausalLM(config).float()
+    base = LlamaForCausalLM(tiny_llama_config(300, tie_word_embeddings=True)).float()
     lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     model = get_peft_model(base, lora)
     add_fused_lm_head(model.get_base_model(), temperature=0.7, outputs=("log_probs", "entropy"))
