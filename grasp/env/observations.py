@@ -11,6 +11,12 @@ so retrieved text is written on one line (``one_line``: any line break becomes a
 title or query is written between double quotes with ``"`` and ``\`` escaped (``quoted``, as
 in JSON): a document cannot start a hit line or a counter line of its own, and a title
 cannot close its label early. Readers of hit lines match ``HIT_TITLE`` and ``unquote`` it.
+
+What a policy wrote (a query, a tool name, a bad value) is echoed the same way, and inside
+the quotes its control and bidirectional characters are escaped (``escaped``: ``\x00``,
+``\u202e``): a right-to-left override or a NUL byte in a query would otherwise reorder or
+hide the observation around it, on the screen of whoever reads the transcript. Printable
+text, in any script, is written as it is.
 """
 
 from __future__ import annotations
@@ -60,14 +66,39 @@ def one_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text)
 
 
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""The C0 and C1 controls, DEL, every Bidi_Control character (the marks, embeddings,
+overrides and isolates) and lone surrogates: what may not reach an observation raw. Joiners
+(U+200C, U+200D) stay: Persian words and emoji sequences need them."""
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|.)")
+
+
+def escaped(text: str) -> str:
+    r"""``text`` with each ``_UNPRINTABLE`` character written as ``\xNN`` or ``\uNNNN``."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def quoted(text: str) -> str:
-    r"""``text`` on one line between double quotes, ``\`` and ``"`` escaped with ``\``."""
-    return '"' + one_line(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    r"""``text`` on one line between double quotes, ``\`` and ``"`` escaped with ``\``, and
+    control and bidirectional characters as ``\xNN`` / ``\uNNNN`` (``escaped``)."""
+    return '"' + escaped(one_line(text).replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
-def unquote(escaped: str) -> str:
+def unquote(text: str) -> str:
     """The text of a ``quoted`` string, given what ``HIT_TITLE`` matched between the quotes."""
-    return re.sub(r"\\(.)", r"\1", escaped)
+    return _ESCAPE.sub(_unescape, text)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return chr(int(code[1:], 16)) if len(code) > 1 else code
 
 
 def user_prompt(question: str, turn_budget: int) -> str:

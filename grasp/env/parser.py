@@ -9,7 +9,9 @@ The policy speaks Qwen2.5 function calling: free reasoning text, then one block
 ``parse_turn`` turns one turn of generated text into a ``ParsedTurn``: the reasoning before the
 call, and either a validated ``ToolCall`` or a typed ``ParseError``. It never raises on any
 string: a malformed call becomes a ``ParseError`` whose message is written for the model and
-becomes its next observation.
+becomes its next observation. What the message echoes of the model's text (a tool name, an
+argument, a bad value) is quoted as observations quote it (``grasp.env.observations``):
+``"`` and ``\\`` escaped, control and bidirectional characters as ``\\xNN`` / ``\\uNNNN``.
 
 Tolerated, because they are harmless: whitespace and newlines around the JSON inside the
 tags; a Markdown code fence around it; ``"parameters"`` instead of ``"arguments"``;
@@ -44,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grasp.env.observations import escaped, quoted
 from grasp.env.tool_specs import ParamSpec, ToolSpec
 from grasp.types import ParseErrorKind, ToolName
 
@@ -188,11 +191,11 @@ def _lookup(name: str, allowed: Mapping[str, ToolSpec]) -> ToolSpec:
     if name in _KNOWN_TOOLS:
         raise _Invalid(
             ParseErrorKind.TOOL_NOT_ALLOWED,
-            f'Error: tool "{_clip(name)}" is not available here. Available tools: {available}.',
+            f"Error: tool {quoted(_clip(name))} is not available here. Available tools: {available}.",
         )
     raise _Invalid(
         ParseErrorKind.UNKNOWN_TOOL,
-        f'Error: unknown tool "{_clip(name)}". Available tools: {available}.',
+        f"Error: unknown tool {quoted(_clip(name))}. Available tools: {available}.",
     )
 
 
@@ -204,7 +207,7 @@ def _validate_arguments(
     if unexpected:
         raise _Invalid(
             ParseErrorKind.UNEXPECTED_ARGUMENT,
-            f'Error: {spec.name} got an unexpected argument "{_clip(unexpected[0])}". '
+            f"Error: {spec.name} got an unexpected argument {quoted(_clip(unexpected[0]))}. "
             f"It takes: {_signature(spec)}. Example: {_example(spec)}",
         )
     given = {key: value for key, value in raw.items() if value is not None}
@@ -338,12 +341,13 @@ def _example(spec: ToolSpec) -> str:
 
 
 def _show(value: Any) -> str:
-    """A short JSON rendering of a bad value, so the message stays short."""
+    """A short JSON rendering of a bad value, so the message stays short; the controls and
+    bidirectional characters JSON leaves raw (DEL, C1, U+202E...) escaped (``escaped``)."""
     try:
         shown = json.dumps(value, ensure_ascii=False)
     except (ValueError, TypeError, RecursionError):
         shown = type(value).__name__
-    return _clip(shown)
+    return escaped(_clip(shown))
 
 
 def _clip(text: str, limit: int = 40) -> str:

@@ -97,3 +97,30 @@ def test_error_observations_keep_to_the_limit(tiny_index, tiny_questions, limit)
     (observation,) = env.step([episode], ["<tool_call>\n{not json\n</tool_call>"])
     error = observation.rsplit("\n", 1)[0]
     assert error.startswith("Error: ") and len(error) <= limit
+
+
+# Issue 36 item 5: what a policy wrote is echoed inside quotes with its control and
+# bidirectional characters escaped, so a right-to-left override or a NUL byte cannot reorder
+# or hide the observation around it.
+HOSTILE_QUERY = "Ed\u202eWood\x00 \u2066x\u2069\u200f\x7f\x9b\ttab"
+ESCAPED_QUERY = "Ed\\u202eWood\\x00 \\u2066x\\u2069\\u200f\\x7f\\x9b\\x09tab"
+
+
+def test_control_and_bidirectional_characters_are_escaped_in_an_echoed_query():
+    text = format_hits(ToolName.SEMANTIC_SEARCH, HOSTILE_QUERY, [], max_chars=2000)
+    assert text == f'semantic_search("{ESCAPED_QUERY}"): no results. Try other words.'
+
+
+def test_printable_text_is_quoted_unchanged():
+    text = "Zoë Łódź 東京 Ελλάδα مرحبا می\u200cخواهم 👩\u200d💻 ½ ©"
+    assert observations.quoted(text) == f'"{text}"'
+
+
+def test_escaped_titles_read_back_as_the_corpus_has_them():
+    title = 'Ed\u202eWood\x00 and a real \\x00 "quote"'
+    text = format_hits(
+        ToolName.SEMANTIC_SEARCH, "q", [Hit(3, 12, title, "t", 0.9, Retriever.DENSE, 0)], 2000
+    )
+    assert '"Ed\\u202eWood\\x00 and a real \\\\x00 \\"quote\\""' in text
+    (passage,) = parse_hits(text + "\n[3 turns left]", ToolName.SEMANTIC_SEARCH)
+    assert passage.title == title

@@ -368,3 +368,15 @@ def test_fuzz_call_shaped_json(payload, key, as_string):
     turn = parse_turn("Thinking.\n" + wrap(json.dumps(body)), ALL, max_query_chars=512)
     check_invariants(turn, ALL)
     assert turn.reasoning == "Thinking."
+
+
+def test_echoed_names_and_values_escape_control_and_bidirectional_characters():
+    """Issue 36 item 5: the model's text inside an error's quotes cannot reorder or hide it."""
+    unknown = parse_turn(call("search\u202e\x00", query="x"), GRASP).error.message
+    assert unknown.startswith('Error: unknown tool "search\\u202e\\x00". Available tools:')
+    unexpected = parse_turn(call("semantic_search", **{'q\u2067"': "x"}), GRASP).error.message
+    assert 'unexpected argument "q\\u2067\\"". It takes:' in unexpected
+    value = parse_turn(call("read_paragraph", paragraph_id="1\u202e2\x85"), GRASP).error.message
+    assert 'paragraph_id must be an integer id, got "1\\u202e2\\x85".' in value
+    printable = parse_turn(call("read_paragraph", paragraph_id="Zoë 東京"), GRASP).error.message
+    assert 'got "Zoë 東京".' in printable
