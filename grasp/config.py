@@ -431,6 +431,14 @@ class PairedConfig:
 
 
 @dataclass
+class CompressConfig:
+    """scripts/compress_results.py: store finished evaluations' trajectories as .xz."""
+
+    root: str = "results"
+    """Folder searched for finished evaluations (a trajectories.jsonl beside a results.json)."""
+
+
+@dataclass
 class KSweepConfig:
     """scripts/k_sweep.py: the corrective baselines at several k, then their trigger rates."""
 
@@ -639,6 +647,7 @@ def register_configs() -> None:
     store.store(name="bench_serve_schema", node=BenchServeConfig)
     store.store(name="report_schema", node=ReportConfig)
     store.store(name="compare_schema", node=PairedConfig)
+    store.store(name="compress_results_schema", node=CompressConfig)
     store.store(name="k_sweep_schema", node=KSweepConfig)
     store.store(name="bench_train_step_schema", node=BenchTrainStepConfig)
     # configs/ablate.yaml: the sweep over the variants, and no sweep when it only compares.

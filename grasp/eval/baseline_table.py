@@ -30,12 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.context import (
-    TRAJECTORIES_FILE,
-    TokenCounter,
-    context_tokens,
-    read_trajectories,
-)
+from grasp.eval.context import TokenCounter, context_tokens, has_trajectories, read_trajectories
 from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.paired import PAIRED_METRICS, compare_folders, signed
 from grasp.eval.results import (
@@ -276,7 +271,7 @@ def _add_trajectory_cells(
     """From the trajectories, read once: each dataset's and the pooled failure shares (when
     every dataset has its trajectories) and context tokens per episode (when ``count`` is
     given: then a missing trajectory file is an error)."""
-    failures = all((run_dir / d / TRAJECTORIES_FILE).is_file() for d in datasets)
+    failures = all(has_trajectories(run_dir / d) for d in datasets)
     if count is None and not failures:
         return
     parts = [(row["datasets"][d], read_trajectories(run_dir / d)) for d in datasets]

@@ -16,12 +16,12 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from grasp.compressed import read_text, stored_path
 from grasp.metrics import ConfidenceInterval, bootstrap_ci
-from grasp.rollout.trajectory import Trajectory
+from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 
 TokenCounter = Callable[[str], int]
 """Text -> its number of tokens."""
-TRAJECTORIES_FILE = "trajectories.jsonl"
 
 
 def observation_tokens(trajectory: Trajectory, count: TokenCounter) -> int:
@@ -34,12 +34,18 @@ def context_tokens(trajectories: Sequence[Trajectory], count: TokenCounter) -> C
     return bootstrap_ci([observation_tokens(t, count) for t in trajectories])
 
 
+def has_trajectories(folder: Path) -> bool:
+    """Whether ``folder`` holds a trajectories.jsonl, plain or stored as .xz."""
+    return stored_path(folder / TRAJECTORIES_FILE) is not None
+
+
 def read_trajectories(folder: Path) -> list[Trajectory]:
-    """The trajectories of one finished evaluation folder (read only: a finished evaluation
-    has no torn line; a line that is not a trajectory is named)."""
+    """The trajectories of one finished evaluation folder, its trajectories.jsonl plain or
+    stored as .xz (read only: a finished evaluation has no torn line; a line that is not a
+    trajectory is named)."""
     path = folder / TRAJECTORIES_FILE
     trajectories = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

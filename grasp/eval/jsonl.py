@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from grasp.compressed import XZ_SUFFIX, read_bytes
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -30,10 +32,15 @@ def read_appended(path: Path, parse: Callable[[Any], T], what: str, remedy: str)
         what: What a line holds, for the error ("a trajectory").
         remedy: What the user can do about a corrupted file ("delete it to ...").
 
+    ``path`` may be a finished file's stored ``.xz`` form (``grasp.compressed``): it is read,
+    never cut, so any line that is not a record is corruption.
+
     Raises:
-        ValueError: a line before the last is not a record (the file is left as it is).
+        ValueError: a line before the last (any line of an ``.xz`` file) is not a record (the
+            file is left as it is).
     """
-    lines = path.read_bytes().split(b"\n")
+    stored = path.suffix == XZ_SUFFIX
+    lines = read_bytes(path).split(b"\n")
     records, kept = [], 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -42,7 +49,7 @@ def read_appended(path: Path, parse: Callable[[Any], T], what: str, remedy: str)
         try:
             records.append(parse(json.loads(line)))
         except (ValueError, KeyError, TypeError, RecursionError) as error:  # JSON, UTF-8 too
-            if any(rest.strip() for rest in lines[number:]):
+            if stored or any(rest.strip() for rest in lines[number:]):
                 raise ValueError(
                     f"{path}: line {number} is not {what} ({error}); the file is corrupted: "
                     f"{remedy}"
@@ -52,7 +59,7 @@ def read_appended(path: Path, parse: Callable[[Any], T], what: str, remedy: str)
                 handle.truncate(kept)
             return records
         kept += len(line) + 1
-    if lines[-1].strip():  # a whole last line whose newline was not written yet
+    if lines[-1].strip() and not stored:  # a whole last line whose newline was not written yet
         with path.open("ab") as handle:
             handle.write(b"\n")
     return records

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.context import TRAJECTORIES_FILE, read_trajectories
+from grasp.eval.context import has_trajectories, read_trajectories
 from grasp.eval.results import Interval
 from grasp.eval.summary import metric_values
 from grasp.metrics import bootstrap_ci
@@ -161,7 +161,7 @@ def compare_folders(a: Path, b: Path, datasets: Sequence[str] | None = None) -> 
     """
 
     def held(folder: Path) -> set[str]:
-        return {p.parent.name for p in folder.glob(f"*/{TRAJECTORIES_FILE}")}
+        return {p.name for p in folder.iterdir() if p.is_dir() and has_trajectories(p)}
 
     if datasets is None:
         datasets = sorted(held(a) & held(b))

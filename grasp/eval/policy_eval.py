@@ -4,7 +4,9 @@ Output folder::
 
     config.json          the configuration that shapes the trajectories (a rerun with
                          another one is refused; the judge may change)
-    trajectories.jsonl   one trajectory per line, appended batch by batch
+    trajectories.jsonl   one trajectory per line, appended batch by batch (committed as
+                         trajectories.jsonl.xz: grasp.compressed; a resumed run that has
+                         questions to roll out makes it plain again first)
     rollout_log.jsonl    one line per finished batch: its question ids and its seconds, so
                          that a resumed evaluation reports the time of every run, not its last
     judge_cache.jsonl    the judge's verdicts (when a judge is configured)
@@ -37,6 +39,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from grasp.compressed import compress, decompress, stored_path
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
@@ -55,7 +58,7 @@ from grasp.eval.sweep import config_differences, flatten, predates
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
-from grasp.rollout.trajectory import Trajectory
+from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 from grasp.types import Question
 
 log = logging.getLogger(__name__)
@@ -123,11 +126,14 @@ def roll_out(
     ``max_error_share`` of the dataset's episodes: the backend is failing, and the rest
     of the run could not bring the share back under it.
     """
-    path = out_dir / "trajectories.jsonl"
-    finished = read_finished(path) if path.exists() else FinishedEpisodes()
+    path = out_dir / TRAJECTORIES_FILE
+    stored = stored_path(path)
+    finished = read_finished(stored) if stored else FinishedEpisodes()
     group_size = engine.config.group_size
     done_ids = finished.done_question_ids(group_size)
     todo = [q for q in questions if q.question_id not in done_ids]
+    if todo and stored is not None:
+        decompress(path)  # appends go to the plain file; a finished one stays as stored
     seen = {t.question_id for t in finished.trajectories}
     retried = sum(1 for q in todo if q.question_id in seen)
     if finished.by_episode:
@@ -423,3 +429,15 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
             f"({', '.join(differences)} differ; see {path}); choose another out= "
             "or delete that folder"
         )
+
+
+def compress_finished(root: Path) -> list[Path]:
+    """Store every finished evaluation's trajectories.jsonl under ``root`` as .xz; the files
+    written. Finished means results.json beside it; each folder is compressed under its lock,
+    so a folder an evaluation is writing is refused (EvaluationLockedError), never cut."""
+    written = []
+    for path in sorted(Path(root).rglob(TRAJECTORIES_FILE)):
+        if (path.parent / "results.json").is_file():
+            with locked(path.parent):
+                written.append(compress(path))
+    return written

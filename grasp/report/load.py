@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.compressed import read_text, stored_path
 from grasp.env.episode import INVALID_CALL
 from grasp.eval.results import DatasetEvaluation, DatasetResults, EvaluationResults, PooledResults
 from grasp.eval.resume import collect
 from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
-from grasp.rollout.trajectory import Trajectory
+from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 from grasp.train.metrics_log import METRICS_FILE, read_metrics
 from grasp.types import StrEnum
 
 RESULTS_FILE = "results.json"
-TRAJECTORIES_FILE = "trajectories.jsonl"
 CONFIG_FILE = "config.json"
 EVALUATION_FOLDERS = (("eval_before", "before training"), ("eval_after", "after training"))
 """A training run's evaluation folders, in report order, with their labels."""
@@ -128,7 +128,7 @@ def load_run(path: Path) -> RunData:
     )
     if training:
         return _load_training(path)
-    if (path / RESULTS_FILE).exists() or (path / TRAJECTORIES_FILE).exists():
+    if (path / RESULTS_FILE).exists() or stored_path(path / TRAJECTORIES_FILE):
         return _load_evaluation(path)
     raise RunDirectoryError(
         f"{path} is neither a training run directory ({METRICS_FILE}, eval_before/, eval_after/) "
@@ -204,7 +204,7 @@ def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> Tra
     if results is None:
         notes.append(f"no {folder.name}/{RESULTS_FILE}: its results table is omitted")
     trajectories: list[Trajectory] = []
-    if (folder / TRAJECTORIES_FILE).exists():
+    if stored_path(folder / TRAJECTORIES_FILE):
         # The trajectories the evaluation counted: one per episode (a retried generation
         # error or a repeated line would otherwise show twice).
         trajectories = collect(read_trajectory_file(folder / TRAJECTORIES_FILE)).trajectories
@@ -214,18 +214,16 @@ def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> Tra
 
 
 def read_trajectory_file(path: Path) -> list[Trajectory]:
-    """Trajectories of a JSONL file; a bad line raises RunDirectoryError naming file and line."""
+    """Trajectories of a JSONL file (or of its stored .xz form); a bad line raises
+    RunDirectoryError naming file and line."""
     trajectories = []
-    with path.open() as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                trajectories.append(Trajectory.from_json(json.loads(line)))
-            except (json.JSONDecodeError, TypeError) as error:
-                raise RunDirectoryError(
-                    f"{path} line {number}: not a trajectory ({error})"
-                ) from error
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            trajectories.append(Trajectory.from_json(json.loads(line)))
+        except (json.JSONDecodeError, TypeError) as error:
+            raise RunDirectoryError(f"{path} line {number}: not a trajectory ({error})") from error
     return trajectories
 
 

@@ -7,6 +7,8 @@ retrieval evidence, the reward breakdown and, optionally, the token ids and mask
 In memory the fields are typed (``TurnRecord``, ``TurnError``, ``StopReason``,
 ``RewardBreakdown``); only ``to_json`` flattens them (the reward to its ``area/name`` keys),
 and ``from_json`` reads them back, so that the file format stays what it has always been.
+A finished, committed ``trajectories.jsonl`` is stored as ``trajectories.jsonl.xz``
+(``grasp.compressed``); ``read_trajectories`` reads either.
 """
 
 from __future__ import annotations
@@ -17,10 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.compressed import read_text
 from grasp.env.episode import Citations, Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
 from grasp.types import EpisodeEvidence, StopReason, TurnError, parse_turn_error
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+"""An evaluation's trajectories, one ``Trajectory.to_json()`` per line."""
 
 
 @dataclass
@@ -168,5 +174,7 @@ def write_trajectories(
 
 
 def read_trajectories(path: Path) -> list[Trajectory]:
-    with path.open() as handle:
-        return [Trajectory.from_json(json.loads(line)) for line in handle if line.strip()]
+    """Every trajectory of a JSONL file, read from its stored ``.xz`` form where that is what
+    is there (``grasp.compressed``)."""
+    lines = read_text(path).splitlines()
+    return [Trajectory.from_json(json.loads(line)) for line in lines if line.strip()]

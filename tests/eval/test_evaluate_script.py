@@ -9,12 +9,18 @@ command-line overrides, as the script composes it.
 from __future__ import annotations
 
 import json
+import lzma
 import subprocess
 
 import pytest
 from evaluate_fixture import DATASETS, compose_config
 
+from grasp.compressed import read_text
+from grasp.eval.context import read_trajectories
+from grasp.eval.paired import compare_folders
+from grasp.eval.policy_eval import compress_finished
 from grasp.eval.protocol import evaluate_datasets
+from grasp.report.load import load_run
 from grasp.paths import REPO_ROOT
 
 
@@ -246,3 +252,58 @@ def test_a_finished_dataset_keeps_the_code_version_that_produced_it(
         and rescored["jd"] == third.datasets["hotpotqa"].jd
     )
     assert isinstance(rescored["jd"], float) and len(judge_server.bodies) == 4
+
+
+def test_a_stored_evaluation_reads_as_written_and_resumes_from_its_xz(scripted, tmp_path):
+    out = tmp_path / "eval"
+    overrides = [*scripted, "datasets=[hotpotqa]", f"out={out}"]
+    first = evaluate_datasets(compose_config(*overrides, "n=2"))
+    folder = out / "hotpotqa"
+    plain = (folder / "trajectories.jsonl").read_text()
+    results = (folder / "results.json").read_bytes()
+    assert compress_finished(out) == [folder / "trajectories.jsonl.xz"]
+    packed = (folder / "trajectories.jsonl.xz").read_bytes()
+    # Every reader of a finished evaluation reads the stored form as the plain one.
+    assert [t.to_json() for t in read_trajectories(folder)] == [
+        json.loads(line) for line in plain.splitlines()
+    ]
+    assert len(load_run(folder).evaluations[0].trajectories) == 2
+    em = compare_folders(out, out).pooled["em"]
+    assert (em.mean_a, em.a_higher, em.b_higher) == (em.mean_b, 0, 0)
+    # A rerun with nothing to do leaves the stored file and the results as they are.
+    again = evaluate_datasets(compose_config(*overrides, "n=2"))
+    assert again.datasets == first.datasets
+    assert (folder / "trajectories.jsonl.xz").read_bytes() == packed
+    assert (folder / "results.json").read_bytes() == results
+    assert not (folder / "trajectories.jsonl").exists()
+    # A question left to roll out (here: its line missing from the stored file): the file
+    # becomes plain again, keeps its lines and appends the new one.
+    kept = plain.splitlines()[:1]
+    (folder / "trajectories.jsonl.xz").write_bytes(lzma.compress((kept[0] + "\n").encode()))
+    resumed = evaluate_datasets(compose_config(*overrides, "n=2"))
+    assert resumed.datasets["hotpotqa"].questions_rolled_out == 1
+    assert not (folder / "trajectories.jsonl.xz").exists()
+    lines = (folder / "trajectories.jsonl").read_text().splitlines()
+    assert lines[0] == kept[0] and len(lines) == 2
+    assert json.loads(lines[1])["question_id"] == json.loads(plain.splitlines()[1])["question_id"]
+
+
+def test_compress_finished_skips_unfinished_folders_and_a_bad_stored_line_is_named(
+    scripted, tmp_path
+):
+    out = tmp_path / "eval"
+    overrides = [*scripted, "datasets=[hotpotqa]", f"out={out}", "n=2"]
+    evaluate_datasets(compose_config(*overrides))
+    running = out / "musique"
+    running.mkdir()
+    (running / "trajectories.jsonl").write_text("{}\n")  # no results.json yet: not finished
+    assert compress_finished(out) == [out / "hotpotqa" / "trajectories.jsonl.xz"]
+    assert (running / "trajectories.jsonl").read_text() == "{}\n"
+    # A stored file is never cut: a bad last line in it is corruption, not a torn write.
+    stored = out / "hotpotqa" / "trajectories.jsonl.xz"
+    lines = read_text(stored).splitlines()
+    broken = lzma.compress(("\n".join(lines[:1]) + "\n{broken").encode())
+    stored.write_bytes(broken)
+    with pytest.raises(ValueError, match=r"trajectories.jsonl.xz: line 2 is not a trajectory"):
+        evaluate_datasets(compose_config(*overrides))
+    assert stored.read_bytes() == broken

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from grasp.compressed import read_text
 from grasp.env.environment import EnvConfig, FinalMessagePolicy, RetrievalEnvironment
 from grasp.env.episode import INVALID_CALL, TurnRecord
 from grasp.paths import REPO_ROOT
@@ -97,4 +98,4 @@ def test_a_committed_trajectories_file_reads_back_and_writes_out_byte_for_byte()
     kinds = {kind for t in trajectories for kind in t.errors}
     assert RefusalKind.INVALID_CALL in kinds and ParseErrorKind.MALFORMED_JSON in kinds
     written = "".join(json.dumps(t.to_json()) + "\n" for t in trajectories)
-    assert written == path.read_text()
+    assert written == read_text(path)  # committed as trajectories.jsonl.xz
