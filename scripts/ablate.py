@@ -28,6 +28,14 @@ The sweep's logic lives in grasp/eval/ablation_sweep.py, the table in grasp/eval
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 from pathlib import Path
 
 import hydra

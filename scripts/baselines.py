@@ -30,6 +30,14 @@ datasets, with the commit and the policy's identity once. A baseline that failed
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig

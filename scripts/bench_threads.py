@@ -13,6 +13,14 @@ The benchmark lives in ``grasp/bench/threads.py``.
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import logging
 
 import hydra

@@ -9,6 +9,14 @@ unless index_dir= says otherwise. A few of the split's questions are searched at
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import log_gpu_memory, process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import logging
 from pathlib import Path
 
@@ -33,6 +41,7 @@ register_configs()
 
 @hydra.main(version_base=None, config_path="../configs", config_name="build_index")
 def main(cfg: DictConfig) -> None:
+    log_gpu_memory()  # after the imports: shows what another framework took in them
     config = to_dataclass(cfg, BuildIndexConfig)
     set_threads(config.threads)
     name = config.dataset.name

@@ -11,6 +11,14 @@ under results/. A folder an evaluation is writing is refused, not touched.
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 from pathlib import Path
 
 import hydra

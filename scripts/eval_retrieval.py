@@ -12,6 +12,14 @@ it as a table, headed by the hybrid fusion it used (``index.fusion.*``, e.g.
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import dataclasses
 import json
 import logging

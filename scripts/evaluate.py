@@ -20,6 +20,14 @@ The work is ``grasp.eval.protocol``; results.json's types are ``grasp.eval.resul
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import log_gpu_memory, process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
@@ -36,6 +44,7 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     """Compose the config (a trained run's ``run_dir`` brings its own environment), then
     evaluate every dataset (``grasp.eval.protocol.evaluate_datasets``)."""
+    log_gpu_memory()  # after the imports: shows what another framework took in them
     config = to_dataclass(cfg, EvaluateConfig)
     set_threads(config.threads)
     if config.run_dir:

@@ -36,10 +36,17 @@ The check lives in ``grasp/bench/gpu.py``.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grasp.startup import process_environment  # noqa: E402
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which
+# then preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
 
 from grasp.bench import gpu  # noqa: E402
 

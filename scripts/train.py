@@ -13,6 +13,14 @@ Running the same command again resumes from the last checkpoint.
 
 from __future__ import annotations
 
+import os
+
+from grasp.startup import log_gpu_memory, process_environment
+
+# Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
+# preallocates 75% of it (grasp/startup.py).
+os.environ.update(process_environment())
+
 import json
 import logging
 from pathlib import Path
@@ -32,6 +40,7 @@ register_configs()
 
 @hydra.main(version_base=None, config_path="../configs", config_name="train")
 def main(cfg: DictConfig) -> None:
+    log_gpu_memory()  # after the imports: shows what another framework took in them
     config = to_dataclass(cfg, TrainConfig)
     set_threads(config.threads)
     set_process_environment(config.wandb, Path(config.run_dir))
