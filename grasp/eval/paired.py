@@ -161,7 +161,7 @@ def compare_folders(a: Path, b: Path, datasets: Sequence[str] | None = None) -> 
     """
 
     def held(folder: Path) -> set[str]:
-        return {p.name for p in folder.iterdir() if p.is_dir() and has_trajectories(p)}
+        return {p.name for p in folder.glob("*") if p.is_dir() and has_trajectories(p)}
 
     if datasets is None:
         datasets = sorted(held(a) & held(b))
