@@ -56,6 +56,7 @@ from grasp.corpus.dense import (
 )
 from grasp.corpus.encoder import DenseEncoder, EncoderConfig
 from grasp.corpus.fusion import FusionConfig
+from grasp.corpus.index_path import check_index_path
 from grasp.corpus.manifest import (
     MANIFEST_FILE,
     IndexCorruptError,
@@ -278,9 +279,12 @@ def build_index(
     """Build (or reuse, or resume) the index of ``questions`` in ``directory``.
 
     ``questions`` is read once and may be a generator. ``on_stage`` is called with each
-    stage's name as it starts (benchmarks use it to attribute time and memory).
+    stage's name as it starts (benchmarks use it to attribute time and memory). A
+    ``directory`` that is not a folder (a symlink loop, a broken symlink, a file) raises
+    IndexPathError naming the path at fault, before any work.
     """
     directory = Path(directory)
+    check_index_path(directory)
     granularities = [Granularity(g) for g in config.granularities]
     started = time.perf_counter()
     stages = _Stages(on_stage)

@@ -33,6 +33,7 @@ from grasp.corpus.dense import configure_search, flat_vectors, load_dense_index
 from grasp.corpus.encoder import DenseEncoder
 from grasp.corpus.fusion import RRF_K as RRF_K  # re-exported: baselines fuse with it too
 from grasp.corpus.fusion import fuse
+from grasp.corpus.index_path import check_index_path
 from grasp.corpus.manifest import (
     MANIFEST_FILE,
     IndexCorruptError,
@@ -112,10 +113,12 @@ class CorpusIndex:
         """Open an index directory, checking its files and that it matches ``config``.
 
         Without ``config``, the index is searched as it was built (default search settings).
-        Raises IndexMissingError, IndexCorruptError (ManifestError for the manifest's own
-        fields) or IndexMismatchError, each naming the file or field at fault.
+        Raises IndexPathError (the directory is a symlink loop, a broken symlink or a file),
+        IndexMissingError, IndexCorruptError (ManifestError for the manifest's own fields) or
+        IndexMismatchError, each naming the path, file or field at fault.
         """
         directory = Path(directory)
+        check_index_path(directory)
         manifest = Manifest.read(directory)
         granularities = [Granularity(g) for g in manifest.config["granularities"]]
         manifest.require_files(directory, needed_files(directory, granularities))

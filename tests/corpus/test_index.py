@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -239,3 +240,50 @@ def test_hnsw_index_finds_the_same_top_hit(tiny_questions, tmp_path):
     index = CorpusIndex.load(tmp_path, config)
     (hits,) = index.search(["Who discovered polonium?"], Retriever.DENSE, k=1)
     assert hits[0].title == "Marie Curie"
+
+
+# --- an index path that is not a folder (issue 36 item 4) ----------------------------------
+
+
+def _symlink_loop(root: Path) -> Path:
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    return root / "a"
+
+
+def _broken_symlink(root: Path) -> Path:
+    (root / "link").symlink_to(root / "gone")
+    return root / "link"
+
+
+def _file(root: Path) -> Path:
+    (root / "index.txt").write_text("not a folder")
+    return root / "index.txt"
+
+
+BAD_INDEX_PATHS = {  # name: (make the path at fault, what the message says it is)
+    "a symlink loop": (_symlink_loop, "is a symlink loop"),
+    "a broken symlink": (_broken_symlink, "is a broken symlink (to {root}/gone, which"),
+    "a file": (_file, "is a file, not a folder"),
+}
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["itself", "a folder above it"])
+@pytest.mark.parametrize("kind", list(BAD_INDEX_PATHS))
+def test_an_index_path_that_is_not_a_folder_is_named_and_nothing_is_built(
+    tiny_questions, tmp_path, kind, below
+):
+    from grasp.corpus.index_path import IndexPathError
+
+    make, problem = BAD_INDEX_PATHS[kind]
+    root = tmp_path / "root"
+    root.mkdir()
+    culprit = make(root)
+    directory = culprit / "index" if below else culprit
+    entries = sorted(p.name for p in root.iterdir())
+    message = re.escape(f"{culprit} {problem.format(root=root)}")
+    with pytest.raises(IndexPathError, match=message):
+        build_index(tiny_questions, IndexConfig(), directory)
+    assert sorted(p.name for p in root.iterdir()) == entries, "no index was built"
+    with pytest.raises(IndexPathError, match=message):
+        CorpusIndex.load(directory)
