@@ -198,7 +198,7 @@ def test_the_startup_module_imports_nothing_heavy():
 
 
 class _FakeCuda:
-    """torch.cuda on a GPU of 100 GiB with 20 GiB free, 5 GiB of it reserved by torch."""
+    """torch.cuda on one GPU of 100 GiB, 5 GiB of it reserved by torch, ``free_gib`` free."""
 
     GIB = 1 << 30
 
@@ -221,9 +221,7 @@ class _FakeCuda:
         return 5 * self.GIB
 
 
-def test_the_gpu_memory_log_warns_when_another_framework_holds_much_of_the_gpu(
-    monkeypatch, caplog
-):
+def test_the_gpu_memory_log_warns_when_another_framework_holds_much_of_the_gpu(monkeypatch, caplog):
     import torch
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)
