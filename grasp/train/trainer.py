@@ -1,10 +1,11 @@
 """A GRPO training run: data, index, environment, TRL's GRPOTrainer fed by our rollout engine.
 
 The flow of one run (``run_training``):
-validate the config -> questions (train / eval) -> pooled index -> environment -> policy
-model -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout, reward = 5 terms) ->
-train (resuming from the run's last checkpoint if any) -> evaluation after -> results.json
-and curves.png in the run directory.
+validate the config (against the run directory's config.json and trained steps, if any) ->
+questions (train / eval) -> pooled index -> environment -> policy model -> config.json, the
+run directory's first file -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout,
+reward = 5 terms) -> train (resuming from the run's last checkpoint if any) -> evaluation
+after -> results.json and curves.png in the run directory.
 """
 
 from __future__ import annotations
@@ -249,15 +250,9 @@ def run_training(
     write (grasp/train/process.py). The others return what the main process wrote in
     results.json."""
     process = process or run_process(cpu=config.model.device == "cpu")
-    validate_config(config, process.num_processes)
     main = process.is_main_process
     run_dir = Path(config.run_dir)
-    _check_same_run(run_dir / "config.json", resolved)  # every process checks, then one writes
-    process.wait_for_everyone()
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
-    setup = build_training(config, process)
+    setup = start_run(config, resolved, process)
     fingerprint = evaluation_fingerprint(resolved)
     warm = None
     base_model = config.model
@@ -307,6 +302,60 @@ def run_training(
     plot_run(run_dir)
     timed_barrier(process, after_done, config.main_wait_s)
     return results
+
+
+def start_run(config: TrainConfig, resolved: dict[str, Any], process: RunProcess) -> TrainingSetup:
+    """Check ``config`` against the run folder and build what the run needs, then (the main
+    process) write its config.json: the run folder's first file.
+
+    Nothing is written there before every check has passed, those that need the data, the
+    index and the model included: a refused configuration would otherwise leave a
+    config.json behind, and the corrected command would be refused as "another
+    configuration" of that folder."""
+    validate_config(config, process.num_processes)
+    run_dir = Path(config.run_dir)
+    # Every process checks before the main one writes (build_training waits for them all).
+    _check_same_run(run_dir / "config.json", resolved)
+    check_trained_steps(run_dir, config.grpo.max_steps)
+    process.wait_for_everyone()
+    setup = build_training(config, process)
+    if process.is_main_process:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
+    return setup
+
+
+def trained_steps(run_dir: Path) -> tuple[int, Path] | None:
+    """The step the run in ``run_dir`` was trained to, and the file that says so (its latest
+    complete checkpoint, or its results.json when that is later: the last step of a run
+    saved every few steps has no checkpoint); None for a run not trained yet."""
+    found = []
+    last = latest_checkpoint(run_dir / "checkpoints")
+    if last is not None:
+        found.append((last.step, last.path))
+    results = run_dir / "results.json"
+    try:
+        steps = json.loads(results.read_text()).get("steps") if results.is_file() else None
+    except (OSError, ValueError, AttributeError):  # unreadable, or not a JSON object
+        steps = None
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        found.append((steps, results))
+    return max(found, key=lambda item: item[0]) if found else None
+
+
+def check_trained_steps(run_dir: Path, max_steps: int) -> None:
+    """Refuse ``grpo.max_steps`` below the step the run was trained to (writes nothing).
+
+    Training cannot go back: such a rerun would train nothing while its config.json said
+    fewer steps than its checkpoints, final/ and results.json describe."""
+    trained = trained_steps(run_dir)
+    if trained is not None and trained[0] > max_steps:
+        step, source = trained
+        raise ValueError(
+            f"{run_dir} holds a run trained to step {step} ({source}), more than "
+            f"grpo.max_steps={max_steps}: a run cannot be trained back to fewer steps. Set "
+            f"grpo.max_steps={step} (or more, to train on), or choose another run_dir="
+        )
 
 
 def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartContext:
@@ -394,7 +443,39 @@ def evaluate_model(
     Raises GenerationErrorsError (``grasp.eval.policy_eval``) when most episodes ended in a
     generation error (out of memory...): a broken backend must not read as a score near 0."""
     engine = evaluation_engine(config, setup, model)
+    fingerprint = folder_fingerprint(out_dir, fingerprint)
     return evaluate_policy(engine, setup.data.eval, out_dir, fingerprint=fingerprint).results
+
+
+def folder_fingerprint(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """``fingerprint`` with the values ``out_dir``'s config.json records for fields of
+    ``RESUMABLE_CHANGES``, if it records any.
+
+    An evaluation folder written before a field became resumable (``run_dir``: a moved run)
+    records the field; it shapes no trajectory, so its recorded value is no difference and
+    the evaluation resumes (and restates its results) where it would otherwise be refused."""
+    try:
+        recorded = json.loads((out_dir / "config.json").read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: evaluate_policy says which
+        return fingerprint
+    if not isinstance(recorded, dict):
+        return fingerprint
+    adopted = json.loads(json.dumps(fingerprint, default=str))
+    for name in RESUMABLE_CHANGES:
+        *parents, leaf = name.split(".")
+        source = _node(recorded, parents)
+        target = _node(adopted, parents)
+        if source is not None and leaf in source and target is not None:
+            target[leaf] = source[leaf]
+    return adopted
+
+
+def _node(tree: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
+    """The dict at ``path`` (keys) inside ``tree``, or None where there is none."""
+    node: Any = tree
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
 
 
 AFTER_STEP_FILE = "model_step.txt"
@@ -460,6 +541,7 @@ def _set_aside_stale_eval(folder: Path, step: int) -> None:
 
 RESUMABLE_CHANGES = (
     "grpo.max_steps",
+    "run_dir",
     "wandb",
     "index.remote_url",
     "index.remote_timeout_s",
@@ -467,8 +549,10 @@ RESUMABLE_CHANGES = (
     "main_wait_s",
     "threads",
 )
-"""Fields a resumed run may change (train longer, log elsewhere, search the same index in another
-process, on another share of the machine); any other change is refused."""
+"""Fields a resumed run may change (train longer, continue a run folder moved or copied to
+another clone or machine, log elsewhere, search the same index in another process, on another
+share of the machine); any other change is refused. None shapes a trajectory, so none is in an
+evaluation's fingerprint (``evaluation_fingerprint``)."""
 
 
 def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:

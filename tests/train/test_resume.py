@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -48,21 +49,32 @@ BAD_CONFIGURATIONS = [
 ]
 
 
-def start_training(overrides: list[str]) -> None:
-    """What scripts/train.py does with ``overrides`` (one process, in this one)."""
+def compose_training(overrides: list[str]) -> tuple[Any, dict[str, Any]]:
+    """The TrainConfig and resolved settings scripts/train.py makes of ``overrides``."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from grasp.config import register_configs, to_dataclass
     from grasp.train.config import TrainConfig
-    from grasp.train.process import SingleProcess
-    from grasp.train.trainer import run_training
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO_ROOT / "configs"), version_base=None):
         cfg = compose("train", overrides=overrides)
-    config = to_dataclass(cfg, TrainConfig)
-    run_training(config, OmegaConf.to_container(cfg, resolve=True), SingleProcess())
+    return to_dataclass(cfg, TrainConfig), OmegaConf.to_container(cfg, resolve=True)
+
+
+def start_training(overrides: list[str]) -> None:
+    """What scripts/train.py does with ``overrides`` (one process, in this one)."""
+    from grasp.train.process import SingleProcess
+    from grasp.train.trainer import run_training
+
+    config, resolved = compose_training(overrides)
+    run_training(config, resolved, SingleProcess())
+
+
+def folder_contents(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> bytes): what a refused run must not touch."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize(("override", "error", "message"), BAD_CONFIGURATIONS)
@@ -75,7 +87,93 @@ def test_bad_configuration_fails_before_any_work(
     with pytest.raises(error, match=re.escape(message)):
         start_training(command[2:])
     assert not (tmp_path / "index").exists(), "no index was built"
-    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    # Issue 36 item 1: not even config.json, or the corrected command would be refused.
+    assert not (tmp_path / "run").exists(), "nothing was written in the run folder"
+
+
+def test_a_configuration_refused_after_its_index_is_built_writes_no_run_folder(
+    tmp_path, tiny_model_dir, tiny_questions_file
+):
+    """Issue 36 item 1: the checks that need the index built (the policy model loads) come
+    before the run folder's first file too."""
+    not_a_model = tmp_path / "no_weights"  # its tokenizer loads, its weights are missing
+    shutil.copytree(tiny_model_dir, not_a_model)
+    for weights in not_a_model.glob("*.safetensors"):
+        weights.unlink()
+    command = train_command(tmp_path / "run", not_a_model, tiny_questions_file, tmp_path / "index")
+    with pytest.raises(OSError, match=re.escape(str(not_a_model))):
+        start_training(command[2:])
+    assert (tmp_path / "index" / "manifest.json").is_file(), "refused after the index"
+    assert not (tmp_path / "run").exists(), "nothing was written in the run folder"
+
+
+def fake_run(run_dir: Path, overrides: list[str], checkpoints, results_steps) -> None:
+    """A run folder as training leaves it (config.json of ``overrides``, complete checkpoints
+    at ``checkpoints``, results.json of ``results_steps`` unless None), without the weights."""
+    _, resolved = compose_training(overrides)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
+    for step in checkpoints:
+        folder = run_dir / "checkpoints" / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    if results_steps is not None:
+        (run_dir / "results.json").write_text(json.dumps({"steps": results_steps}))
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "results_steps", "source"),
+    [
+        ((2, 4), 4, "checkpoints/checkpoint-4"),
+        ((3,), 4, "results.json"),  # saved every 3 steps: the last step is in results.json only
+        ((2, 4), None, "checkpoints/checkpoint-4"),  # killed after its checkpoint at step 4
+    ],
+)
+def test_lowering_max_steps_below_the_trained_steps_is_refused_writing_nothing(
+    tmp_path, tiny_model_dir, tiny_questions_file, checkpoints, results_steps, source
+):
+    """Issue 36 item 2: a run trained to step 4 rerun with grpo.max_steps=3 is refused naming
+    both, before any work; config.json keeps saying 4."""
+    run_dir = tmp_path / "run"
+
+    def overrides(steps: int) -> list[str]:
+        command = train_command(
+            run_dir,
+            tiny_model_dir,
+            tiny_questions_file,
+            tmp_path / "index",
+            f"grpo.max_steps={steps}",
+        )
+        return command[2:]
+
+    fake_run(run_dir, overrides(4), checkpoints, results_steps)
+    before = folder_contents(run_dir)
+    message = (
+        f"{run_dir} holds a run trained to step 4 ({run_dir / source}), more than grpo.max_steps=3"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        start_training(overrides(3))
+    assert folder_contents(run_dir) == before, "the run folder is untouched"
+    assert not (tmp_path / "index").exists(), "no index was built"
+
+
+def test_a_run_resumes_with_another_run_dir_and_refuses_other_differences(tmp_path):
+    """Issue 36 item 3: a run folder moved or copied (another clone, another machine) records
+    its old run_dir; that is no difference, any other still is."""
+    from grasp.train.trainer import _check_same_run, evaluation_fingerprint
+
+    recorded = {"run_dir": "runs/old", "env": {"top_k": 5}, "grpo": {"max_steps": 4}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(recorded))
+    moved = {**recorded, "run_dir": str(tmp_path)}
+    _check_same_run(path, moved)
+    _check_same_run(path, {**moved, "grpo": {"max_steps": 6}})
+    changed = {**moved, "env": {"top_k": 2}}
+    with pytest.raises(ValueError, match=re.escape("(differs in ['env.top_k'])")):
+        _check_same_run(path, changed)
+    assert path.read_text() == json.dumps(recorded), "a check writes nothing"
+    # Nor does an evaluation of the run depend on where the run folder is.
+    assert "run_dir" not in evaluation_fingerprint(moved)
 
 
 def test_the_script_exits_non_zero_naming_a_mistyped_field(
@@ -189,6 +287,42 @@ def test_a_finished_run_trains_no_further_and_training_longer_keeps_the_old_afte
     assert (run_dir / "eval_after" / "model_step.txt").read_text() == "3\n"
     assert (run_dir / "eval_after-step2" / "results.json").is_file()
     assert json.loads((run_dir / "results.json").read_text())["steps"] == 3
+
+
+def test_a_moved_run_continues_in_its_new_folder(tmp_path, tiny_model_dir, tiny_questions_file):
+    """Issue 36 item 3: a run folder moved elsewhere (as a copy to another clone or machine
+    is) reruns and trains on there, from its checkpoint, evaluating in its own folders."""
+    first, moved, index_dir = tmp_path / "first", tmp_path / "elsewhere" / "run", tmp_path / "index"
+
+    def train(run_dir: Path, steps: int) -> None:
+        command = train_command(
+            run_dir,
+            tiny_model_dir,
+            tiny_questions_file,
+            index_dir,
+            f"grpo.max_steps={steps}",
+            "save_every=1",
+            "trajectories_every=0",
+        )
+        result = run(command)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    train(first, 1)
+    moved.parent.mkdir()
+    shutil.move(first, moved)
+    # Its evaluation folders as a version of the code wrote them that recorded run_dir there.
+    for folder in ("eval_before", "eval_after"):
+        recorded = json.loads((moved / folder / "config.json").read_text())
+        (moved / folder / "config.json").write_text(json.dumps({**recorded, "run_dir": str(first)}))
+    train(moved, 1)  # finished: trains nothing, evaluates "after" again in its folder
+    assert (moved / "eval_after" / "model_step.txt").read_text() == "1\n"
+    train(moved, 2)
+    lines = (moved / "metrics.jsonl").read_text().splitlines()
+    assert sorted({json.loads(line)["step"] for line in lines if '"loss"' in line}) == [1, 2]
+    assert json.loads((moved / "results.json").read_text())["steps"] == 2
+    assert json.loads((moved / "config.json").read_text())["run_dir"] == str(moved)
+    assert (moved / "eval_after-step1" / "results.json").is_file()
+    assert not first.exists()
 
 
 def test_the_latest_complete_checkpoint_is_chosen_by_step(tmp_path):
