@@ -95,7 +95,23 @@ def _run_with_standin_jax(tmp_path: Path, code: str) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
-def test_without_the_startup_settings_importing_the_corpus_initialises_jax_on_the_gpu(tmp_path):
+def test_without_the_startup_settings_importing_bm25s_initialises_jax_on_the_gpu(tmp_path):
+    recorded = _run_with_standin_jax(
+        tmp_path,
+        """
+        import bm25s
+        import jax
+        print("STANDIN_JAX=" + jax.__file__)
+        """,
+    )
+    assert recorded, "bm25s no longer runs JAX at import: the entry-point tests prove nothing"
+    assert recorded[0]["platforms"][0] == "cuda"
+    assert recorded[0]["preallocate"] is None
+
+
+def test_importing_the_package_from_anywhere_keeps_jax_off_the_gpu(tmp_path):
+    """A notebook or ``python -c`` that imports grasp.corpus without an entry point's
+    preamble: the package itself applies the settings first."""
     recorded = _run_with_standin_jax(
         tmp_path,
         """
@@ -104,9 +120,9 @@ def test_without_the_startup_settings_importing_the_corpus_initialises_jax_on_th
         print("STANDIN_JAX=" + jax.__file__)
         """,
     )
-    assert recorded, "bm25s no longer runs JAX at import: the entry-point tests prove nothing"
-    assert recorded[0]["platforms"][0] == "cuda"
-    assert recorded[0]["preallocate"] is None
+    assert recorded, "bm25s no longer runs JAX at import: nothing to check"
+    assert [r["platforms"] for r in recorded] == [["cpu"]] * len(recorded)
+    assert {r["preallocate"] for r in recorded} == {"false"}
 
 
 @pytest.mark.parametrize("script", ["train.py", "build_index.py"])
