@@ -42,6 +42,17 @@ class SearchScope(StrEnum):
     """Search only the question's own paragraphs (per-question distractor setting)."""
 
 
+class HitLabels(StrEnum):
+    """How a search hit is labelled, and so what read_paragraph takes."""
+
+    IDS = "ids"
+    """``[s12 p4 "Title"]``; read_paragraph takes a sentence_id or paragraph_id (the paper's
+    corpus ids, as every committed run used)."""
+    HANDLES = "handles"
+    """``[3] Title | text``, numbered per episode; read_paragraph takes ``{"hit": 3}``. The
+    trajectory keeps each hit's sentence and paragraph ids and each read's f(s)."""
+
+
 class FinalMessagePolicy(StrEnum):
     ANSWER = "answer"
     """A turn without a tool call is taken as the final answer (stop reason no_tool_call)."""
@@ -84,6 +95,13 @@ class EnvConfig:
     citations: bool = False
     """answer may take the ids of the sentences it rests on, scored against the supporting
     facts; off in the paper's configuration (and then prompts and schemas are as without it)."""
+    hit_labels: str = "ids"
+    """ids: hits show their sentence and paragraph ids, which read_paragraph takes; handles:
+    hits show a per-episode number ([3]) that read_paragraph takes (a small model copies one
+    short number where it miscopied ids)."""
+    repair_calls: bool = False
+    """Repair a call whose JSON does not decode but whose intent is clear, and an id copied
+    as its label; each repaired turn is marked (``TurnRecord.repaired``)."""
 
     def __post_init__(self) -> None:
         # Enum-valued fields are typed str for Hydra (which matches enums by member name);
@@ -91,7 +109,13 @@ class EnvConfig:
         self.tools = [parse_enum(ToolName, t, "env.tools") for t in self.tools]
         self.scope = parse_enum(SearchScope, self.scope, "env.scope")
         self.final_message = parse_enum(FinalMessagePolicy, self.final_message, "env.final_message")
+        self.hit_labels = parse_enum(HitLabels, self.hit_labels, "env.hit_labels")
         self._check()
+
+    @property
+    def handles(self) -> bool:
+        """Hits labelled by per-episode handle (``hit_labels=handles``)."""
+        return self.hit_labels is HitLabels.HANDLES
 
     @property
     def granularity(self) -> Granularity:
@@ -112,6 +136,17 @@ class EnvConfig:
             raise ValueError(
                 "env.citations cites sentence ids, which only sentence hits show: add "
                 "read_paragraph to env.tools or set env.citations=false"
+            )
+        if self.handles and self.granularity is not Granularity.SENTENCE:
+            raise ValueError(
+                "env.hit_labels=handles labels sentence hits for read_paragraph: add "
+                "read_paragraph to env.tools or set env.hit_labels=ids"
+            )
+        if self.handles and (self.citations or self.demonstration):
+            field_name = "env.citations" if self.citations else "env.demonstration"
+            raise ValueError(
+                f"{field_name} shows sentence ids, which env.hit_labels=handles does not: set "
+                f"{field_name}=false or env.hit_labels=ids"
             )
         if len(set(self.tools)) != len(self.tools):
             raise ValueError(f"env.tools lists a tool twice: {self.tools}")
@@ -144,12 +179,15 @@ class RetrievalEnvironment:
             )
         self.index = index
         self.config = config
-        citations = config.citations
-        self.specs = tool_specs(config.tools, citations)
-        self.tool_schemas = [tool_schema(t, config.granularity, citations) for t in config.tools]
-        self.system_prompt = observations.system_prompt([str(t) for t in config.tools], citations)
+        citations, handles = config.citations, config.handles
+        self.specs = tool_specs(config.tools, citations, handles)
+        self.tool_schemas = [
+            tool_schema(t, config.granularity, citations, handles) for t in config.tools
+        ]
+        tools = [str(t) for t in config.tools]
+        self.system_prompt = observations.system_prompt(tools, citations, handles)
         if not config.schemas_in_prompt:
-            self.system_prompt += "\n\n" + compact_tool_list(config.tools, citations)
+            self.system_prompt += "\n\n" + compact_tool_list(config.tools, citations, handles)
         self.context = ToolContext(
             index=index,
             top_k=config.top_k,
@@ -158,6 +196,7 @@ class RetrievalEnvironment:
             read_requires_retrieved=config.read_requires_retrieved,
             max_observation_chars=config.max_observation_chars,
             citations=citations,
+            handles=handles,
         )
 
     @property
@@ -204,13 +243,14 @@ class RetrievalEnvironment:
                 raise ValueError(
                     f"episode {episode.episode_id} is {episode.status}, not generating"
                 )
-        parsed = [parse_turn(text, self.specs, self.config.max_query_chars) for text in texts]
+        limit, repair = self.config.max_query_chars, self.config.repair_calls
+        parsed = [parse_turn(text, self.specs, limit, repair) for text in texts]
         results: list[str | None] = [None] * len(episodes)
         by_tool: dict[ToolName, list[tuple[int, ToolCall]]] = {}
         for i, (episode, text, turn) in enumerate(zip(episodes, texts, parsed, strict=True)):
             episode.status = EpisodeStatus.PROCESSING_TOOLS
             episode.messages.append({"role": "assistant", "content": text})
-            episode.turns.append(TurnRecord(text=text))
+            episode.turns.append(TurnRecord(text=text, repaired=turn.repaired))
             if turn.call is None:
                 results[i] = self._reject(episode, turn)
             else:

@@ -62,7 +62,14 @@ class TurnRecord:
     """A ParseErrorKind, or INVALID_CALL for a well-formed call the environment refused."""
     observation: str | None = None
     hits: list[dict[str, Any]] = field(default_factory=list)
-    """Provenance of each hit: sentence_id, paragraph_id, score."""
+    """Provenance of each hit: sentence_id, paragraph_id, score (and handle, when hits are
+    labelled by handle)."""
+    read: dict[str, int] | None = None
+    """A read by handle that ran: its hit, the hit's sentence_id and the paragraph_id read
+    (f(s)); None otherwise, and absent from the JSON."""
+    repaired: bool = False
+    """The call was repaired before it parsed (``env.repair_calls``); absent from the JSON
+    when false."""
 
 
 def episode_evidence(
@@ -126,6 +133,17 @@ class Episode:
     """What the policy reported about the episode (a baseline's route...), for the trajectory."""
     citations: Citations | None = None
     """What the answer cited; None unless the episode answered with ``env.citations`` on."""
+    hit_handles: list[tuple[int, int]] = field(default_factory=list)
+    """(sentence_id, paragraph_id) of the hit labelled ``[n]`` at position n - 1
+    (``env.hit_labels=handles``)."""
+
+    def handle(self, sentence_id: int, paragraph_id: int) -> int:
+        """The hit's handle: the one the sentence was first shown with, else the next number."""
+        for number, (shown, _) in enumerate(self.hit_handles, start=1):
+            if shown == sentence_id:
+                return number
+        self.hit_handles.append((sentence_id, paragraph_id))
+        return len(self.hit_handles)
 
     @property
     def turns_used(self) -> int:

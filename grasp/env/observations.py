@@ -30,6 +30,10 @@ _SENTENCE_HITS = (
     'Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use read_paragraph to '
     "read the whole paragraph around a useful sentence."
 )
+_HANDLE_HITS = (
+    "Each search hit starts with its number: [3] Title | sentence. Use read_paragraph with "
+    'that number, {"hit": 3}, to read the whole paragraph around a useful sentence.'
+)
 _PARAGRAPH_HITS = 'Search hits are whole paragraphs, shown as [p<paragraph id> "<title>"].'
 _CLOSING = (
     "Search again with new words when a hop is missing. When you know the answer, call answer "
@@ -45,11 +49,17 @@ CITATIONS_HINT = (
 """The system prompt's last sentence when ``env.citations`` is on."""
 
 
-def system_prompt(tools: Sequence[str], citations: bool = False) -> str:
+HANDLE_SEPARATOR = " | "
+"""Between a hit's title and its text when hits are labelled by handle (``[3] Title | text``)."""
+
+
+def system_prompt(tools: Sequence[str], citations: bool = False, handles: bool = False) -> str:
     """The task description, worded for the tools of the episode (and, with ``citations``,
-    asking the answer for the sentence ids it rests on)."""
+    asking the answer for the sentence ids it rests on; with ``handles``, reads by a hit's
+    number)."""
     if "read_paragraph" in tools:
-        prompt = f"{_CORPUS}, split into sentences. {_CALL} {_SENTENCE_HITS} {_CLOSING}"
+        hits = _HANDLE_HITS if handles else _SENTENCE_HITS
+        prompt = f"{_CORPUS}, split into sentences. {_CALL} {hits} {_CLOSING}"
     else:
         prompt = f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"
     return f"{prompt} {CITATIONS_HINT}" if citations else prompt

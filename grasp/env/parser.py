@@ -33,6 +33,12 @@ arguments, already coerced):
   through as given. The answer tool judges each citation (``grasp.env.tools.Answer``), so
   that a bad citation is counted there and never costs the answer.
 
+Repaired, only with ``repair=True`` (``env.repair_calls``; the turn is then marked
+``repaired``, so the strict format stays measurable): JSON that does not decode but whose
+intent json-repair recovers (a question's ``"`` copied unescaped into a query, a stray
+``}}}`` or ``"]`` copied from the hit format), and an id argument written as the label it was
+copied from (``"[3]"``, ``"s12"``, ``"15476 p4251"``: the first number is the id).
+
 The rollout must keep the closing ``</tool_call>`` in the generated text (with vLLM stop
 strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclosed.
 """
@@ -46,6 +52,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import json_repair
+
 from grasp.env.observations import escaped, quoted
 from grasp.env.tool_specs import ParamSpec, ToolSpec
 from grasp.types import ParseErrorKind, ToolName
@@ -55,6 +63,8 @@ TOOL_CALL_CLOSE = "</tool_call>"
 
 _CODE_FENCE = re.compile(r"\A```[A-Za-z]*\s*(.*?)\s*```\Z", re.DOTALL)
 _DIGITS = re.compile(r"[+-]?[0-9]+")
+_COPIED_ID = re.compile(r"\[?\s*[sp]?([0-9]{1,18})\b")
+"""A label copied as an id: ``[3]``, ``s12``, ``15476 p4251``; its group is the first number."""
 # Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
 _MAX_ID_DIGITS = 18
 _KNOWN_TOOLS = frozenset(t.value for t in ToolName)
@@ -85,10 +95,20 @@ class ParsedTurn:
     """The text before the first <tool_call>, stripped (all of it when there is none)."""
     call: ToolCall | None = None
     error: ParseError | None = None
+    repaired: bool = False
+    """The call parsed only after a repair (``repair=True``)."""
 
     def __post_init__(self) -> None:
         if (self.call is None) == (self.error is None):
             raise ValueError("ParsedTurn needs exactly one of call and error")
+
+
+@dataclass
+class _Repair:
+    """Whether repairs are allowed, and whether one was made (set by the validators)."""
+
+    allowed: bool
+    used: bool = False
 
 
 class _Invalid(Exception):
@@ -100,7 +120,7 @@ class _Invalid(Exception):
 
 
 def parse_turn(
-    text: str, allowed: Mapping[str, ToolSpec], max_query_chars: int = 512
+    text: str, allowed: Mapping[str, ToolSpec], max_query_chars: int = 512, repair: bool = False
 ) -> ParsedTurn:
     """Parse one turn of generated text into reasoning plus a tool call or a parse error.
 
@@ -108,6 +128,7 @@ def parse_turn(
         text: The model's generated text for this turn only (never the prompt or observations).
         allowed: The tools this episode offers, keyed by name (see ``tool_specs``).
         max_query_chars: Longest ``query`` argument accepted, after stripping.
+        repair: Repair undecodable JSON and ids copied as labels (module docstring).
 
     Never raises for a str ``text``.
     """
@@ -115,14 +136,17 @@ def parse_turn(
     if start < 0:
         return ParsedTurn(reasoning=text.strip(), error=_no_tool_call(text, allowed))
     reasoning = text[:start].strip()
+    fix = _Repair(allowed=repair)
     try:
-        call = _parse_call(text[start + len(TOOL_CALL_OPEN) :], allowed, max_query_chars)
+        call = _parse_call(text[start + len(TOOL_CALL_OPEN) :], allowed, max_query_chars, fix)
     except _Invalid as invalid:
         return ParsedTurn(reasoning=reasoning, error=invalid.error)
-    return ParsedTurn(reasoning=reasoning, call=call)
+    return ParsedTurn(reasoning=reasoning, call=call, repaired=fix.used)
 
 
-def _parse_call(after_open: str, allowed: Mapping[str, ToolSpec], max_query_chars: int) -> ToolCall:
+def _parse_call(
+    after_open: str, allowed: Mapping[str, ToolSpec], max_query_chars: int, fix: _Repair
+) -> ToolCall:
     """Validate the text after the first <tool_call>; raise _Invalid on any problem."""
     count = 1 + after_open.count(TOOL_CALL_OPEN)
     if count > 1:
@@ -134,14 +158,23 @@ def _parse_call(after_open: str, allowed: Mapping[str, ToolSpec], max_query_char
             f"Error: {TOOL_CALL_OPEN} was never closed. Put the JSON call between "
             f"{TOOL_CALL_OPEN} and {TOOL_CALL_CLOSE}.",
         )
-    payload = _load_json(after_open[:end])
+    payload = _load_json(after_open[:end], fix)
     name, raw_arguments = _split_call(payload)
     spec = _lookup(name, allowed)
-    arguments = _validate_arguments(spec, raw_arguments, max_query_chars)
+    arguments = _validate_arguments(spec, raw_arguments, max_query_chars, fix)
     return ToolCall(name=spec.name, arguments=arguments)
 
 
-def _load_json(block: str) -> Any:
+def _repaired_json(body: str) -> Any:
+    """json-repair's reading of ``body``: an object or a non-empty list, else None."""
+    try:
+        value = json_repair.loads(body)
+    except Exception:  # noqa: BLE001 - a repair that fails leaves the strict error standing
+        return None
+    return value if isinstance(value, dict) or (isinstance(value, list) and value) else None
+
+
+def _load_json(block: str, fix: _Repair) -> Any:
     body = block.strip()
     fenced = _CODE_FENCE.match(body)
     if fenced:
@@ -153,6 +186,10 @@ def _load_json(block: str) -> Any:
     # ValueError covers JSONDecodeError and over-long integer literals; RecursionError covers
     # pathologically nested input. Both are the model's text, so both are parse errors.
     except (ValueError, RecursionError) as exc:
+        repaired = _repaired_json(body) if fix.allowed else None
+        if repaired is not None:
+            fix.used = True
+            return repaired
         detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "unreadable JSON"
         raise _malformed(f"the tool call is not valid JSON ({detail})") from None
 
@@ -200,7 +237,7 @@ def _lookup(name: str, allowed: Mapping[str, ToolSpec]) -> ToolSpec:
 
 
 def _validate_arguments(
-    spec: ToolSpec, raw: dict[str, Any], max_query_chars: int
+    spec: ToolSpec, raw: dict[str, Any], max_query_chars: int, fix: _Repair | None = None
 ) -> dict[str, Any]:
     """Check raw arguments against the spec and return them normalized."""
     unexpected = [key for key in raw if key not in spec.parameters]
@@ -223,21 +260,24 @@ def _validate_arguments(
         if len(chosen) != 1:
             options = " or ".join(spec.exactly_one_of)
             raise _invalid(spec, f"give exactly one of {options}, not {len(chosen)}")
+    fix = fix or _Repair(allowed=False)
     return {
-        arg: _coerce(spec, arg, spec.parameters[arg], value, max_query_chars)
+        arg: _coerce(spec, arg, spec.parameters[arg], value, max_query_chars, fix)
         for arg, value in given.items()
     }
 
 
-def _coerce(spec: ToolSpec, arg: str, param: ParamSpec, value: Any, max_query_chars: int) -> Any:
+def _coerce(
+    spec: ToolSpec, arg: str, param: ParamSpec, value: Any, max_query_chars: int, fix: _Repair
+) -> Any:
     if param.json_type == "integer":
-        return _coerce_int(spec, arg, value)
+        return _coerce_int(spec, arg, value, fix)
     if param.json_type == "string":
         return _coerce_str(spec, arg, value, max_query_chars)
     return value  # arrays: judged by their tool (answer's citations; module docstring)
 
 
-def _coerce_int(spec: ToolSpec, arg: str, value: Any) -> int:
+def _coerce_int(spec: ToolSpec, arg: str, value: Any, fix: _Repair) -> int:
     number: int | None = None
     if isinstance(value, bool):
         number = None  # bool is an int subclass; true is not an id
@@ -248,6 +288,9 @@ def _coerce_int(spec: ToolSpec, arg: str, value: Any) -> int:
     elif isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
         digits = value.strip()
         number = int(digits) if len(digits.lstrip("+-")) <= _MAX_ID_DIGITS else None
+    elif isinstance(value, str) and fix.allowed and _COPIED_ID.match(value.strip()):
+        number = int(_COPIED_ID.match(value.strip()).group(1))
+        fix.used = True
     if number is None:
         raise _invalid(spec, f"{arg} must be an integer id, got {_show(value)}")
     if number < 0:

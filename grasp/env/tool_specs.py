@@ -13,8 +13,9 @@ Usage::
     allowed = tool_specs(tool_names)  # for grasp.env.parser.parse_turn
 
 With ``citations`` (``env.citations``), answer's schema and spec come from its citing
-signature (an optional ``citations`` list of sentence ids); without, every schema is the one
-of the tool's plain signature.
+signature (an optional ``citations`` list of sentence ids); with ``handles``
+(``env.hit_labels=handles``), read_paragraph's come from its by-hit signature (one ``hit``
+number); without either, every schema is the one of the tool's plain signature.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def _unwrap(text: str) -> str:
 
 
 @functools.cache
-def _schema(name: ToolName, citations: bool = False) -> dict:
-    function = TOOLS[name].signature_for(citations)
+def _schema(name: ToolName, citations: bool = False, handles: bool = False) -> dict:
+    function = TOOLS[name].signature_for(citations, handles)
     schema = get_json_schema(function)
     # Docstrings are wrapped to the source's line length; the model should see flowing prose.
     body = schema["function"]
@@ -82,7 +83,10 @@ def _schema(name: ToolName, citations: bool = False) -> dict:
 
 
 def tool_schema(
-    name: ToolName | str, granularity: Granularity = Granularity.SENTENCE, citations: bool = False
+    name: ToolName | str,
+    granularity: Granularity = Granularity.SENTENCE,
+    citations: bool = False,
+    handles: bool = False,
 ) -> dict:
     """The ``{"type": "function", "function": {...}}`` schema of a tool, for ``tools=``.
 
@@ -91,7 +95,7 @@ def tool_schema(
     fresh copy, so callers may modify it.
     """
     tool = TOOLS[ToolName(name)]
-    schema = copy.deepcopy(_schema(tool.name, citations))
+    schema = copy.deepcopy(_schema(tool.name, citations, handles))
     if granularity is Granularity.PARAGRAPH and tool.paragraph_description is not None:
         schema["function"]["description"] = tool.paragraph_description
         schema["function"].setdefault("return", {})["description"] = PARAGRAPH_RETURNS
@@ -99,8 +103,8 @@ def tool_schema(
 
 
 @functools.cache
-def _tool_spec(name: ToolName, citations: bool = False) -> ToolSpec:
-    parameters = _schema(name, citations)["function"]["parameters"]
+def _tool_spec(name: ToolName, citations: bool = False, handles: bool = False) -> ToolSpec:
+    parameters = _schema(name, citations, handles)["function"]["parameters"]
     required = set(parameters.get("required", ()))
     params = {
         arg: ParamSpec(json_type=prop["type"], required=arg in required)
@@ -109,18 +113,21 @@ def _tool_spec(name: ToolName, citations: bool = False) -> ToolSpec:
     return ToolSpec(
         name=name,
         parameters=MappingProxyType(params),
-        exactly_one_of=TOOLS[name].exactly_one_of,
+        exactly_one_of=TOOLS[name].exactly_one_of_for(handles),
     )
 
 
-def tool_specs(names: Iterable[ToolName | str], citations: bool = False) -> dict[str, ToolSpec]:
+def tool_specs(
+    names: Iterable[ToolName | str], citations: bool = False, handles: bool = False
+) -> dict[str, ToolSpec]:
     """The specs of the given tools, keyed by tool name, in the given order (duplicates once);
-    with ``citations``, answer's takes its optional ``citations``.
+    with ``citations``, answer's takes its optional ``citations``; with ``handles``,
+    read_paragraph takes a ``hit`` number.
 
     Raises ValueError on a name that is not a ToolName: that is a configuration error.
     """
     specs: dict[str, ToolSpec] = {}
     for name in names:
         tool = ToolName(name)
-        specs.setdefault(tool, _tool_spec(tool, citations))
+        specs.setdefault(tool, _tool_spec(tool, citations, handles))
     return specs

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
 from grasp.env.episode import INVALID_CALL, Citations, Episode
-from grasp.env.observations import clip, format_error, one_line, quoted
+from grasp.env.observations import HANDLE_SEPARATOR, clip, escaped, format_error, one_line, quoted
 from grasp.types import Granularity, Hit, Retriever, StopReason, ToolName
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ class ToolContext:
     """Each hit or paragraph text is cut to this many characters."""
     citations: bool = False
     """answer takes the sentence ids it rests on (``env.citations``)."""
+    handles: bool = False
+    """Hits are labelled ``[n]``, numbered per episode, and read_paragraph takes that number
+    (``env.hit_labels=handles``); else hits show their sentence and paragraph ids."""
 
 
 class Tool(abc.ABC):
@@ -69,9 +72,14 @@ class Tool(abc.ABC):
         """The schema-only function named after the tool: its hints and docstring are the schema."""
         return getattr(type(self), self.name.value)
 
-    def signature_for(self, citations: bool) -> Callable[..., str]:
-        """The signature an episode shows: answer's citing one when ``env.citations`` is on."""
+    def signature_for(self, citations: bool, handles: bool = False) -> Callable[..., str]:
+        """The signature an episode shows: answer's citing one when ``env.citations`` is on,
+        read_paragraph's by-hit one when ``env.hit_labels=handles``."""
         return self.signature
+
+    def exactly_one_of_for(self, handles: bool) -> tuple[str, ...]:
+        """``exactly_one_of`` of the signature ``signature_for`` gives."""
+        return self.exactly_one_of
 
     @abc.abstractmethod
     def run(
@@ -96,11 +104,27 @@ def refuse(episode: Episode, problem: str, context: ToolContext) -> str:
 # ------------------------------------------------------------------ searches
 
 
-def format_hits(tool: ToolName, query: str, hits: Sequence[Hit], max_chars: int) -> str:
-    """Search results, one numbered line per hit (a sentence or a whole paragraph)."""
+def format_hits(
+    tool: ToolName,
+    query: str,
+    hits: Sequence[Hit],
+    max_chars: int,
+    handles: Sequence[int] | None = None,
+) -> str:
+    """Search results, one numbered line per hit (a sentence or a whole paragraph).
+
+    With ``handles`` (one per hit), each line is ``[n] Title | text``: one short number to
+    read it by, and no quotes or ids for a small model to copy into its next call."""
     if not hits:
         return f"{tool}({quoted(query)}): no results. Try other words."
     lines = [f"{tool}({quoted(query)}):"]
+    if handles is not None:
+        for handle, hit in zip(handles, hits, strict=True):
+            title = escaped(one_line(hit.title)).replace(HANDLE_SEPARATOR, " / ")
+            lines.append(
+                f"[{handle}] {title}{HANDLE_SEPARATOR}{clip(one_line(hit.text), max_chars)}"
+            )
+        return "\n".join(lines)
     for number, hit in enumerate(hits, start=1):
         if hit.sentence_id is None:
             label = f"[p{hit.paragraph_id} {quoted(hit.title)}]"
@@ -134,16 +158,29 @@ class SearchTool(Tool):
         )
         observed: list[str | None] = []
         for episode, query, hits in zip(episodes, queries, hit_lists, strict=True):
-            self.record(episode, hits, granularity)
-            observed.append(format_hits(self.name, query, hits, context.max_observation_chars))
+            handles = self.record(episode, hits, granularity, context.handles)
+            text = format_hits(self.name, query, hits, context.max_observation_chars, handles)
+            observed.append(text)
         return observed
 
-    def record(self, episode: Episode, hits: Sequence[Hit], granularity: Granularity) -> None:
-        """Add the hits to the episode's evidence, its shown ids and its current turn."""
+    def record(
+        self,
+        episode: Episode,
+        hits: Sequence[Hit],
+        granularity: Granularity,
+        handles: bool = False,
+    ) -> list[int] | None:
+        """Add the hits to the episode's evidence, its shown ids and its current turn; with
+        ``handles``, give each sentence hit its episode handle (the same sentence keeps the one
+        it was first shown with) and return them."""
+        numbers = [episode.handle(h.sentence_id, h.paragraph_id) for h in hits] if handles else None
         episode.turns[-1].hits = [
             {"sentence_id": h.sentence_id, "paragraph_id": h.paragraph_id, "score": h.score}
             for h in hits
         ]
+        if numbers is not None:
+            for record, number in zip(episode.turns[-1].hits, numbers, strict=True):
+                record["handle"] = number
         paragraph_ids = {hit.paragraph_id for hit in hits}
         self.found(episode).update(paragraph_ids)
         episode.shown_paragraph_ids |= paragraph_ids
@@ -152,6 +189,7 @@ class SearchTool(Tool):
             # A whole paragraph in the results has been read: R_R stays meaningful in the
             # paragraph-granularity ablation, which has no read_paragraph tool.
             episode.read_paragraph_ids |= paragraph_ids
+        return numbers
 
 
 class SemanticSearch(SearchTool):
@@ -240,9 +278,19 @@ class Search(SearchTool):
 
 
 def format_paragraph(
-    paragraph_id: int, title: str, sentences: Sequence[str], first_sentence_id: int, max_chars: int
+    paragraph_id: int,
+    title: str,
+    sentences: Sequence[str],
+    first_sentence_id: int,
+    max_chars: int,
+    handle: int | None = None,
 ) -> str:
-    """A whole paragraph with the id of each sentence."""
+    """A whole paragraph with the id of each sentence; read by a hit's ``handle``, the
+    paragraph under that handle, its sentences without ids (nothing in it is to be copied)."""
+    if handle is not None:
+        body = " ".join(one_line(text) for text in sentences if text)
+        title_text = escaped(one_line(title))
+        return f"read_paragraph [{handle}] {title_text}:\n{clip(body, max_chars)}"
     body = " ".join(
         f"(s{first_sentence_id + offset}) {one_line(text)}"
         for offset, text in enumerate(sentences)
@@ -257,6 +305,26 @@ class ReadParagraph(Tool):
     name = ToolName.READ_PARAGRAPH
     compact = "read_paragraph(sentence_id or paragraph_id): the whole paragraph"
     exactly_one_of = ("sentence_id", "paragraph_id")
+
+    compact_by_hit = "read_paragraph(hit): the whole paragraph of search result [hit]"
+
+    @staticmethod
+    def read_paragraph_by_hit(hit: int) -> str:
+        """Read the whole paragraph of a search result, the one its sentence comes from.
+
+        Args:
+            hit: The number in brackets before a search result, e.g. 3 for [3].
+
+        Returns:
+            The paragraph's title and all of its sentences.
+        """
+        raise NotImplementedError(SCHEMA_ONLY)
+
+    def signature_for(self, citations: bool, handles: bool = False) -> Callable[..., str]:
+        return type(self).read_paragraph_by_hit if handles else self.signature
+
+    def exactly_one_of_for(self, handles: bool) -> tuple[str, ...]:
+        return () if handles else self.exactly_one_of
 
     @staticmethod
     def read_paragraph(sentence_id: int | None = None, paragraph_id: int | None = None) -> str:
@@ -279,6 +347,8 @@ class ReadParagraph(Tool):
         return [self._read(e, c, context) for e, c in zip(episodes, calls, strict=True)]
 
     def _read(self, episode: Episode, call: ToolCall, context: ToolContext) -> str:
+        if context.handles:
+            return self._read_hit(episode, call.arguments["hit"], context)
         corpus = context.index.corpus
         check_shown = context.read_requires_retrieved
         sentence_id = call.arguments.get("sentence_id")
@@ -305,6 +375,43 @@ class ReadParagraph(Tool):
             ids.start,
             context.max_observation_chars,
         )
+
+    @staticmethod
+    def _read_hit(episode: Episode, handle: int, context: ToolContext) -> str:
+        """The paper's expansion by handle: f(s) of the sentence shown as ``[handle]``.
+        Only a shown hit has a handle, so only a retrieved sentence can be expanded."""
+        shown = len(episode.hit_handles)
+        if not 1 <= handle <= shown:
+            problem = f"there is no search result [{handle}]" + (
+                f" (yours are [1] to [{shown}])." if shown else ": search first."
+            )
+            episode.record_error(INVALID_CALL)
+            return format_error(
+                f"{problem} Give the number in brackets of a result.", context.max_observation_chars
+            )
+        sentence_id, _ = episode.hit_handles[handle - 1]
+        corpus = context.index.corpus
+        paragraph_id = corpus.paragraph_of(sentence_id)
+        episode.read_paragraph_ids.add(paragraph_id)
+        ids = corpus.sentence_ids(paragraph_id)
+        episode.shown_sentence_ids.update(ids)
+        episode.turns[-1].read = {
+            "hit": handle,
+            "sentence_id": sentence_id,
+            "paragraph_id": paragraph_id,
+        }
+        return format_paragraph(
+            paragraph_id,
+            corpus.title(paragraph_id),
+            corpus.paragraph_sentences(paragraph_id),
+            ids.start,
+            context.max_observation_chars,
+            handle=handle,
+        )
+
+
+# The schema names the tool by the function's name: the by-hit signature is read_paragraph.
+ReadParagraph.read_paragraph_by_hit.__name__ = "read_paragraph"
 
 
 class Answer(Tool):
@@ -350,7 +457,7 @@ class Answer(Tool):
         """
         raise NotImplementedError(SCHEMA_ONLY)
 
-    def signature_for(self, citations: bool) -> Callable[..., str]:
+    def signature_for(self, citations: bool, handles: bool = False) -> Callable[..., str]:
         return type(self).answer_citing if citations else self.signature
 
     def run(
@@ -418,17 +525,19 @@ SEARCH_TOOLS = tuple(name for name, tool in TOOLS.items() if isinstance(tool, Se
 """The tools that search the index (a tool set needs one of them)."""
 
 
-def compact_tool_list(tools: Sequence[str], citations: bool = False) -> str:
+def compact_tool_list(tools: Sequence[str], citations: bool = False, handles: bool = False) -> str:
     """One line per tool and the call format: a short stand-in for the JSON schemas (answer's
-    citing line when ``citations``)."""
-    lines = [f"- {_compact(ToolName(t), citations)}" for t in tools]
+    citing line when ``citations``, read_paragraph's by-hit line when ``handles``)."""
+    lines = [f"- {_compact(ToolName(t), citations, handles)}" for t in tools]
     if ToolName.READ_PARAGRAPH not in tools:  # searches return whole paragraphs then
         lines = [line.replace("top sentences", "top paragraphs") for line in lines]
     example = '<tool_call>\n{"name": "<tool>", "arguments": {"<argument>": <value>}}\n</tool_call>'
     return "Tools:\n" + "\n".join(lines) + "\nCall format:\n" + example
 
 
-def _compact(name: ToolName, citations: bool) -> str:
+def _compact(name: ToolName, citations: bool, handles: bool = False) -> str:
     if citations and name is ToolName.ANSWER:
         return Answer.compact_citing
+    if handles and name is ToolName.READ_PARAGRAPH:
+        return ReadParagraph.compact_by_hit
     return TOOLS[name].compact

@@ -142,6 +142,9 @@ class Summary(JsonRecord):
     tool_calls_per_episode: dict[str, float]
     parse_error_rate: float
     invalid_call_rate: float
+    repaired_call_rate: float | None = newer_field()
+    """Turns whose call parsed only after a repair (``env.repair_calls``), per turn; they are
+    not parse errors. None: written before it was recorded."""
     errors: dict[str, int]
     stop_reasons: dict[str, float]
     """Share of episodes by stop reason."""

@@ -57,6 +57,8 @@ class EventCounts:
     stops: Counter
     """Episodes by stop reason."""
     turns: int
+    repaired: int = 0
+    """Turns whose call parsed only after a repair."""
 
     @property
     def parse_errors(self) -> int:
@@ -74,6 +76,7 @@ def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
         counts.errors.update(t.errors)
         counts.stops[str(t.stop_reason)] += 1
         counts.turns += t.turns_used
+        counts.repaired += sum(1 for turn in t.turns if turn.repaired)
     return counts
 
 
@@ -182,6 +185,7 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},
         parse_error_rate=counts.parse_errors / max(turns, 1),
         invalid_call_rate=counts.invalid_calls / max(turns, 1),
+        repaired_call_rate=counts.repaired / max(turns, 1),
         errors=dict(sorted(counts.errors.items())),
         stop_reasons={k: v / n for k, v in sorted(counts.stops.items())},
         turns_per_episode=turns / n,

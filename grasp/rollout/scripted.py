@@ -17,10 +17,12 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from grasp.env.observations import CITATIONS_HINT, HIT_TITLE, unquote
+from grasp.env.observations import CITATIONS_HINT, HANDLE_SEPARATOR, HIT_TITLE, unquote
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
 
 _HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\]", re.MULTILINE)
+_HANDLE_HIT = re.compile(rf"^\[(\d+)\] (.*?){re.escape(HANDLE_SEPARATOR)}", re.MULTILINE)
+_HANDLE_READ = re.compile(r"^read_paragraph \[\d+\] (.*):$", re.MULTILINE)
 _TURNS_LEFT = re.compile(r"\[(\d+) turns? left\]")
 _READ = re.compile(r"^read_paragraph p(\d+) ", re.MULTILINE)
 _YES_NO_START = ("is ", "are ", "was ", "were ", "do ", "does ", "did ", "can ", "could ", "has ")
@@ -105,7 +107,7 @@ class HeuristicSearchPolicy:
         tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
         turn = sum(1 for m in messages if m["role"] == "assistant")
         turns_left = _turns_left(tool_texts)
-        hits = [(s, p, unquote(t)) for text in tool_texts for s, p, t in _HIT.findall(text)]
+        hits = [hit for text in tool_texts for hit in _hits(text)]
         read = {title for text in tool_texts for title in _read_titles(text)}
         cited = _citations(hits, tool_texts) if cite else None
         if self.plan is not None:
@@ -119,10 +121,7 @@ class HeuristicSearchPolicy:
             return tool_call_text("keyword_search", query=question)
         unread = [h for h in hits if h[2] not in read]
         if turn < 2 + self.reads and unread:
-            sentence_id, paragraph_id, _ = unread[0]
-            if sentence_id:
-                return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
-            return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+            return _read_call(unread[0])
         bridge = " ".join(sorted(read)) or (hits[0][2] if hits else "")
         return tool_call_text("semantic_search", query=f"{question} {bridge}".strip())
 
@@ -139,11 +138,25 @@ class HeuristicSearchPolicy:
             return tool_call_text(tool, query=question)
         unread = [h for h in hits if h[2] not in read]
         if tool == "read_paragraph" and unread:
-            sentence_id, paragraph_id, _ = unread[0]
-            if sentence_id:
-                return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
-            return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+            return _read_call(unread[0])
         return _answer(question, hits, cited)
+
+
+def _hits(text: str) -> list[tuple[str, str, str]]:
+    """(sentence id, paragraph id, title) of each hit line of an observation; a hit labelled
+    by handle is ("h<handle>", "", title)."""
+    labelled = [(s, p, unquote(t)) for s, p, t in _HIT.findall(text)]
+    return labelled or [(f"h{n}", "", unquote(t)) for n, t in _HANDLE_HIT.findall(text)]
+
+
+def _read_call(hit: tuple[str, str, str]) -> str:
+    """read_paragraph of one hit: by its handle, its sentence id or its paragraph id."""
+    sentence_id, paragraph_id, _ = hit
+    if sentence_id.startswith("h"):
+        return tool_call_text("read_paragraph", hit=int(sentence_id[1:]))
+    if sentence_id:
+        return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
+    return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
 
 
 def _answer(question: str, hits: Sequence[tuple[str, str, str]], cited: list[int] | None) -> str:
@@ -177,7 +190,10 @@ def _turns_left(tool_texts: Sequence[str]) -> int | None:
 
 def _read_titles(text: str) -> list[str]:
     match = re.match(rf"read_paragraph p\d+ {HIT_TITLE}:", text)
-    return [unquote(match.group(1))] if match else []
+    if match:
+        return [unquote(match.group(1))]
+    by_handle = _HANDLE_READ.match(text)
+    return [unquote(by_handle.group(1))] if by_handle else []
 
 
 def _guess(question: str, hits: Sequence[tuple[str, str, str]]) -> str:

@@ -127,6 +127,11 @@ class Trajectory:
         data["stop_reason"] = str(self.stop_reason)
         for turn in data["turns"]:
             turn["error"] = None if turn["error"] is None else str(turn["error"])
+            # Written only where they happened, so files from before they existed round-trip.
+            if turn["read"] is None:
+                del turn["read"]
+            if not turn["repaired"]:
+                del turn["repaired"]
         data["errors"] = {str(kind): count for kind, count in self.errors.items()}
         data["reward"] = self.reward.as_dict()
         if self.citations is None:  # files written before citations existed stay as they were

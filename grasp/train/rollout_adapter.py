@@ -289,6 +289,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
         "episode/completion_tokens": statistics.fmean(t.completion_tokens for t in trajectories),
         "tools/parse_error_rate": counts.parse_errors / max(turns, 1),
         "tools/invalid_call_rate": counts.invalid_calls / max(turns, 1),
+        "tools/repaired_call_rate": counts.repaired / max(turns, 1),
         "groups/zero_reward_spread": flat / max(len(groups), 1),
     }
     rewards = [t.reward.as_dict() for t in trajectories]  # logging is where keys are made

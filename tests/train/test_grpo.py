@@ -148,6 +148,7 @@ def test_logged_rollout_statistics_are_exact(trained):
         "tools/answer_per_episode": 1.0,
         "tools/parse_error_rate": 0.0,
         "tools/invalid_call_rate": 0.0,
+        "tools/repaired_call_rate": 0.0,
         "stop/answered": 1.0,
         "stop/turn_budget": 0.0,
         "stop/token_budget": 0.0,

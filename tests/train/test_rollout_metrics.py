@@ -102,6 +102,7 @@ def test_rollout_metrics_of_a_scripted_rollout():
             "episode/completion_tokens": 150 / 6,
             "tools/parse_error_rate": 2 / 10,
             "tools/invalid_call_rate": 1 / 10,
+            "tools/repaired_call_rate": 0.0,
             "groups/zero_reward_spread": 2 / 3,
             "reward/R_A": 1 / 6,
             "reward/R_R": 0.0,
