@@ -29,13 +29,26 @@ cache is dropped when the weights changed since it was made (an optimizer step: 
 versions), or when the next call does not continue it. The rounding differs from a full
 prefill (other shapes), as it does between batchings.
 
+Decoding (``decoder``): ``"loop"`` (the default) runs ``model.generate`` with
+``custom_generate=LoopDecoder()`` (grasp/rollout/hf_decode.py): ``generate`` prepares the inputs,
+processors and stopping criteria as always, and the loop does per step what its ``_sample``
+does, with the same ids, log-probabilities and random numbers drawn, but on a KV cache
+allocated once for context + new tokens (``generate``'s ``DynamicCache`` concatenates every layer's
+whole cache every step; on CUDA the allocator cannot reuse the outgrown blocks and reserved
+memory climbs until the device is full), without a host-device sync per step, and keeping
+each step's chosen log-probabilities on the device until the end. ``"generate"`` is the former
+path (``generate``'s own loop with ``ChosenLogprobs``), kept to compare against
+(``scripts/bench_rollout.py``) and as a fallback.
+
 Memory: the scores of every step are never kept (``output_scores`` would hold rows x new
 tokens x vocabulary, about 20 GB for 64 rows x 512 tokens of Qwen2.5's 152k vocabulary). The
-temperature and top-p warpers are passed to ``generate`` as logits processors followed by
-``ChosenLogprobs``, the last processor of the chain: it sees each step's processed scores,
-keeps them until the next step names the chosen id, and keeps only that id's log-probability.
-Warpers a model's ``generation_config`` could add after ours (min_p, top_h, watermarking) are
-refused at construction, since they would shape sampling after the log-probabilities are taken.
+temperature and top-p warpers are passed to ``generate`` as logits processors; the loop takes
+the log-probabilities of their output, and with ``decoder="generate"`` ``ChosenLogprobs``, the
+last processor of the chain, does: it sees each step's processed scores, keeps them until the
+next step names the chosen id, and keeps only that id's log-probability. Either way one step's
+[rows, vocabulary] scores are alive at a time. Warpers a model's ``generation_config`` could add
+after ours (min_p, top_h, watermarking) are refused at construction, since they would shape
+sampling after the log-probabilities are taken.
 
 Determinism: the torch RNG is seeded with ``sampling.seed`` once per call, inside a forked RNG
 state, so the caller's random stream is left as it was. One ``generate`` call draws one random
@@ -58,6 +71,7 @@ from typing import Any
 
 import torch
 
+from grasp.rollout.hf_decode import LoopDecoder, PartTimer, forward_timing
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
 from grasp.rollout.stops import stop_token_ids
 
@@ -93,6 +107,8 @@ _UNPINNABLE = (
 )
 # Of those, the ones generate() applies after the temperature and top-p warpers.
 _AFTER_WARPERS = ("min_p", "top_h", "watermarking_config")
+DECODERS = ("loop", "generate")
+"""``HFPolicy(decoder=...)``: HFPolicy's own loop inside ``generate``, or ``generate``'s loop."""
 
 
 @functools.cache
@@ -166,6 +182,9 @@ class HFPolicy:
         reuse_cache: Keep each call's KV cache and prefill only the tokens appended since,
             when the next call continues its rows (module docstring). The caches of one
             call stay in memory until the next.
+        decoder: ``"loop"`` (``LoopDecoder``, preallocated KV cache, no per-step sync) or
+            ``"generate"`` (``generate``'s own loop, the former path); both give the same ids
+            and log-probabilities (module docstring).
     """
 
     def __init__(
@@ -175,9 +194,16 @@ class HFPolicy:
         end_of_turn_token: str = "<|im_end|>",
         max_batch_size: int | None = None,
         reuse_cache: bool = False,
+        decoder: str = "loop",
     ) -> None:
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be positive, got {max_batch_size}")
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+        self.decoder = decoder
+        self.timer: PartTimer | None = None
+        """When set, every call adds the time of its parts (prefill, decode forwards,
+        log-probabilities, the rest) and a memory sample per forward to it (the benchmark's)."""
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
@@ -333,27 +359,42 @@ class HFPolicy:
         input_ids_BT = torch.cat([old_ids_BC, new_ids_BT], dim=1)
         attention_mask_BT = torch.cat([old_mask_BC, new_mask_BT], dim=1)
         self.prefilled_tokens += len(batch) * width
-        recorder = ChosenLogprobs()
-        output = self.model.generate(
-            input_ids=input_ids_BT.to(device),
-            attention_mask=attention_mask_BT.to(device),
-            generation_config=self._generation_config(sampling, steps),
-            logits_processor=sampling_processors(sampling, recorder),
+        arguments = {
+            "input_ids": input_ids_BT.to(device),
+            "attention_mask": attention_mask_BT.to(device),
+            "generation_config": self._generation_config(sampling, steps),
             # Whole parameters, one process: transformers would otherwise sync every decoding
             # step with the other processes under ZeRO-3 or FSDP, who are not generating (the
             # main process evaluates alone; rollouts on sharded parameters are refused).
-            synced_gpus=False,
+            "synced_gpus": False,
             **cached,
-        )
+        }
         total = input_ids_BT.shape[1]
-        new_ids_BN = output.sequences[:, total:]
-        logprobs_BN = recorder.finish(new_ids_BN)
-        generated = torch.ones_like(new_ids_BN, dtype=torch.long, device="cpu")
+        with forward_timing(_forward_module(self.model), self.timer):
+            if self.decoder == "loop":
+                decoded = self.model.generate(
+                    logits_processor=sampling_processors(sampling),
+                    custom_generate=LoopDecoder(self.timer),
+                    **arguments,
+                )
+                sequences_BL = decoded.sequences.cpu()
+                logprobs_BN = decoded.logprobs_BN.cpu()
+                cache = decoded.cache
+            else:
+                recorder = ChosenLogprobs(self.timer)
+                output = self.model.generate(
+                    logits_processor=sampling_processors(sampling, recorder), **arguments
+                )
+                sequences_BL = output.sequences.cpu()
+                logprobs_BN = recorder.finish(sequences_BL[:, total:])
+                cache = getattr(output, _cache_argument(), None)
+        new_ids_BN = sequences_BL[:, total:]
+        generated = torch.ones_like(new_ids_BN, dtype=torch.long)
         return _Batch(
             new_ids=new_ids_BN.tolist(),
             logprobs=logprobs_BN.tolist(),
-            cache=getattr(output, _cache_argument(), None) if self.reuse_cache else None,
-            sequences_BL=output.sequences.cpu(),
+            cache=cache if self.reuse_cache else None,
+            sequences_BL=sequences_BL,
             attention_mask_BL=torch.cat([attention_mask_BT, generated], dim=1),
         )
 
@@ -428,12 +469,19 @@ class HFPolicy:
         return [device.index or 0] if device.type == "cuda" else []
 
 
-def sampling_processors(sampling: SamplingConfig, recorder: ChosenLogprobs) -> Any:
+def _forward_module(model: Any) -> Any:
+    """The module whose forward ``generate`` runs: a PEFT model's base model (LoRA layers
+    included), else the model itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def sampling_processors(sampling: SamplingConfig, recorder: ChosenLogprobs | None = None) -> Any:
     """The logits processors ``generate`` gets: temperature and top-p (when sampling, in the
-    order and with the parameters transformers itself would use), then ``recorder``.
+    order and with the parameters transformers itself would use), then ``recorder`` if given.
 
     ``generate`` runs custom processors after its own default ones and before its own warpers,
-    so the warpers are ours: that way the recorder is last and sees the sampling scores."""
+    so the warpers are ours: that way the recorder (or ``LoopDecoder``, which takes the
+    log-probabilities of the chain's output) sees the sampling scores."""
     from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
     processors = LogitsProcessorList()
@@ -442,7 +490,8 @@ def sampling_processors(sampling: SamplingConfig, recorder: ChosenLogprobs) -> A
             processors.append(TemperatureLogitsWarper(sampling.temperature))
         if sampling.top_p < 1.0:
             processors.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
-    processors.append(recorder)
+    if recorder is not None:
+        processors.append(recorder)
     return processors
 
 
@@ -451,15 +500,21 @@ class ChosenLogprobs:
 
     At step t it receives the ids so far (ending with the id chosen at step t-1) and step t's
     processed scores [B, V]. It keeps step t's scores only until step t+1 names the chosen id,
-    so at most one step's scores are alive, instead of all of them."""
+    so at most one step's scores are alive, instead of all of them. Each step's column is copied
+    to the CPU at once (a host-device sync per step; ``LoopDecoder`` avoids it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timer: PartTimer | None = None) -> None:
         self._pending_BV: torch.Tensor | None = None
         self._columns: list[torch.Tensor] = []
+        self._timer = timer
 
     def __call__(self, input_ids_BT: torch.Tensor, scores_BV: torch.Tensor) -> torch.Tensor:
+        if self._timer is not None:
+            self._timer.lap("other")
         self._take(input_ids_BT[:, -1:])
         self._pending_BV = scores_BV
+        if self._timer is not None:
+            self._timer.lap("logprob")
         return scores_BV
 
     def _take(self, chosen_B1: torch.Tensor) -> None:
