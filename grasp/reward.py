@@ -1,6 +1,6 @@
 """GRASP's trajectory reward: answer F1 plus read, search and efficiency terms.
 
-    R = R_A + alpha * R_R + beta * R_S + gamma * R_E + delta * R_F
+    R = R_A + alpha * R_R + beta * R_S + gamma * R_E + delta * R_F + no_answer_penalty * R_N
 
 - R_A: answer F1 against the gold answers (max over aliases, official HotpotQA normalization).
 - R_R: set F1 between the paragraphs read (D_r) and the gold paragraphs (D_g).
@@ -9,6 +9,14 @@
   policy cannot earn it by answering wrongly and quickly.
 - R_F: the share of turns that were valid tool calls, 0 for an episode that retrieved nothing.
   Not in the paper: delta = 0 by default (the paper's R has the four terms above).
+- R_N: -1 for an episode that ended without an answer, else 0. Not in the paper:
+  no_answer_penalty = 0 by default; a labelled scaffold for runs that pay R_R and R_S
+  whether or not the episode answers, so that not answering still costs.
+
+Each term is declared once, in ``REWARD_TERMS`` (its name, the ``RewardConfig`` field that
+weighs it, how it is computed, its doc); the breakdown's serialization, TRL's reward
+functions and weights, the plots, the transcript and the ablation tables are derived from it.
+Adding a term is one ``RewardTerm`` there and, when it is weighted, its ``RewardConfig`` field.
 
 A pure function of the episode's ``EpisodeEvidence``; it imports only the shared types and the
 metrics. Usage::
@@ -16,12 +24,14 @@ metrics. Usage::
     from grasp.reward import RewardConfig, compute_reward
 
     breakdown = compute_reward(evidence, RewardConfig(alpha=0.7))
+    breakdown["R_R"]          # one term, before weighting
     log(breakdown.as_dict())  # {"reward/R_A": ..., "reward/total": ..., "answer/em": ...}
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
 from grasp.metrics import exact_match, f1_score, set_f1
@@ -47,6 +57,10 @@ class RewardConfig:
     """Pay R_R and R_S only to episodes that answered. Not in the paper (off by default): where
     R_A is almost never earned (SmolLM2-135M), R_S is the only term a group's samples differ
     in, and GRPO learned to search until the turn budget ran out without answering."""
+    no_answer_penalty: float = 0.0
+    """Weight of R_N, -1 for an episode that ended without an answer. Not in the paper (0 by
+    default): with R_R and R_S paid whether or not the episode answers, it keeps not
+    answering a cost, without making every read one (as ``retrieval_needs_answer`` did)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.retrieval_needs_answer, bool):
@@ -70,52 +84,120 @@ class RewardConfig:
 
 
 @dataclass(frozen=True)
+class Scored:
+    """What several terms read of an episode: whether it answered, and the answer's F1."""
+
+    evidence: EpisodeEvidence
+    answered: bool
+    f1: float
+
+
+def _r_answer(s: Scored, config: RewardConfig) -> float:
+    return s.f1
+
+
+def _r_read(s: Scored, config: RewardConfig) -> float:
+    if config.retrieval_needs_answer and not s.answered:
+        return 0.0
+    return set_f1(s.evidence.read_paragraph_ids, s.evidence.gold_paragraph_ids)
+
+
+def _r_search(s: Scored, config: RewardConfig) -> float:
+    if config.retrieval_needs_answer and not s.answered:
+        return 0.0
+    gold = s.evidence.gold_paragraph_ids
+    e = s.evidence
+    return float(bool(e.semantic_paragraph_ids & gold) and bool(e.keyword_paragraph_ids & gold))
+
+
+def _r_efficiency(s: Scored, config: RewardConfig) -> float:
+    if not (s.answered and s.f1 > config.efficiency_answer_threshold):
+        return 0.0
+    return efficiency_reward(s.evidence.turns_used, s.evidence.turn_budget)
+
+
+def _r_format(s: Scored, config: RewardConfig) -> float:
+    # R_F pays only episodes that retrieved something: otherwise an immediate answer is the
+    # cheapest valid call, and a policy learns to skip the tools (seen on SmolLM2-135M).
+    e = s.evidence
+    retrieved = e.semantic_paragraph_ids | e.keyword_paragraph_ids | e.read_paragraph_ids
+    if e.turns_used == 0 or not retrieved:
+        return 0.0
+    return (e.turns_used - e.invalid_turns) / e.turns_used
+
+
+def _r_no_answer(s: Scored, config: RewardConfig) -> float:
+    return 0.0 if s.answered else -1.0
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    """One term of R."""
+
+    name: str
+    """Its name in R and in every log (``reward/<name>``)."""
+    weight: str | None
+    """The ``RewardConfig`` field that weighs it; None: weight 1."""
+    compute: Callable[[Scored, RewardConfig], float]
+    """Its value for one episode, before weighting."""
+    doc: str
+    sparse: bool = False
+    """Written to a trajectory file only where it is not 0 (a term added after files were
+    written: those files read back, and write out, exactly as they were)."""
+
+    def weight_of(self, config: RewardConfig) -> float:
+        return 1.0 if self.weight is None else getattr(config, self.weight)
+
+
+REWARD_TERMS: tuple[RewardTerm, ...] = (
+    RewardTerm("R_A", None, _r_answer, "answer F1 (0 when the episode never answered)"),
+    RewardTerm("R_R", "alpha", _r_read, "set F1 of the paragraphs read vs the gold paragraphs"),
+    RewardTerm("R_S", "beta", _r_search, "1 if both semantic and keyword search hit gold"),
+    RewardTerm("R_E", "gamma", _r_efficiency, "unused share of T, when the answer is good"),
+    RewardTerm("R_F", "delta", _r_format, "share of turns that were valid calls (scaffold)"),
+    RewardTerm("R_N", "no_answer_penalty", _r_no_answer, "-1 without an answer (scaffold)", True),
+)
+"""Every term of R, in the order of the logs, TRL's reward functions and the tables."""
+TERM_NAMES = tuple(term.name for term in REWARD_TERMS)
+"""("R_A", "R_R", ...): the names, in order."""
+
+
+@dataclass(frozen=True)
 class RewardBreakdown:
     """The reward of one episode, term by term, with the answer metrics logged beside it."""
 
-    r_answer: float
-    """R_A: answer F1 (0 when the episode never answered)."""
-    r_read: float
-    """R_R: set F1 of read vs gold paragraphs, before weighting."""
-    r_search: float
-    """R_S: 1.0 if both search kinds hit a gold paragraph, else 0.0, before weighting."""
-    r_efficiency: float
-    """R_E: unused share of the turn budget (0 unless the answer clears the threshold)."""
+    terms: Mapping[str, float]
+    """Each term of ``REWARD_TERMS`` by name, before weighting."""
     total: float
-    """R_A + alpha * R_R + beta * R_S + gamma * R_E + delta * R_F."""
+    """The weighted sum of the terms."""
     em: float
     """Exact match of the answer (max over aliases)."""
     f1: float
-    """Token F1 of the answer (max over aliases); equal to r_answer."""
-    r_format: float = 0.0
-    """R_F: share of the turns used that were valid tool calls (0 for an episode that retrieved
-    nothing), before weighting."""
+    """Token F1 of the answer (max over aliases); equal to R_A."""
 
-    def as_dict(self, prefix: str = "reward/") -> dict[str, float]:
-        """Flat metrics for logging: reward terms under ``prefix``, EM/F1 under ``answer/``."""
-        return {
-            f"{prefix}R_A": self.r_answer,
-            f"{prefix}R_R": self.r_read,
-            f"{prefix}R_S": self.r_search,
-            f"{prefix}R_E": self.r_efficiency,
-            f"{prefix}R_F": self.r_format,
-            f"{prefix}total": self.total,
-            "answer/em": self.em,
-            "answer/f1": self.f1,
+    def __getitem__(self, name: str) -> float:
+        """One term's value by name (``breakdown["R_R"]``)."""
+        return self.terms[name]
+
+    def as_dict(self, prefix: str = "reward/", sparse: bool = False) -> dict[str, float]:
+        """Flat metrics: every term under ``prefix``, the total, then EM/F1 under ``answer/``.
+
+        ``sparse``: leave out a sparse term that is 0 (how a trajectory file stores it)."""
+        flat = {
+            f"{prefix}{term.name}": self.terms[term.name]
+            for term in REWARD_TERMS
+            if not (sparse and term.sparse and self.terms[term.name] == 0.0)
         }
+        flat[f"{prefix}total"] = self.total
+        flat.update({"answer/em": self.em, "answer/f1": self.f1})
+        return flat
 
     @classmethod
-    def from_dict(cls, flat: dict[str, float], prefix: str = "reward/") -> RewardBreakdown:
-        """The inverse of ``as_dict`` (how a trajectory file stores the reward).
-
-        ``R_F`` may be absent (files written before it existed read back with 0.0).
-        """
+    def from_dict(cls, flat: Mapping[str, float], prefix: str = "reward/") -> RewardBreakdown:
+        """The inverse of ``as_dict``. A term absent from ``flat`` reads as 0.0 (files written
+        before it existed: R_F, R_N)."""
         return cls(
-            r_answer=flat[f"{prefix}R_A"],
-            r_read=flat[f"{prefix}R_R"],
-            r_search=flat[f"{prefix}R_S"],
-            r_efficiency=flat[f"{prefix}R_E"],
-            r_format=flat.get(f"{prefix}R_F", 0.0),
+            terms={name: float(flat.get(f"{prefix}{name}", 0.0)) for name in TERM_NAMES},
             total=flat[f"{prefix}total"],
             em=flat["answer/em"],
             f1=flat["answer/f1"],
@@ -136,7 +218,7 @@ def efficiency_reward(turns_used: int, turn_budget: int) -> float:
 def compute_reward(
     evidence: EpisodeEvidence, config: RewardConfig = DEFAULT_REWARD_CONFIG
 ) -> RewardBreakdown:
-    """Score one finished episode.
+    """Score one finished episode: every term of ``REWARD_TERMS``, and their weighted sum.
 
     An episode that never answered gets R_A = EM = R_E = 0 but keeps the R_R and R_S its
     reads and searches earned, unless ``config.retrieval_needs_answer``.
@@ -145,37 +227,11 @@ def compute_reward(
         ValueError: if ``evidence.turn_budget`` < 1.
     """
     # Validated before anything else so a bad budget fails loudly even on unanswered episodes.
-    efficiency = efficiency_reward(evidence.turns_used, evidence.turn_budget)
-    gold = evidence.gold_paragraph_ids
+    efficiency_reward(evidence.turns_used, evidence.turn_budget)
     answered = evidence.answer is not None
     f1 = f1_score(evidence.answer, evidence.gold_answers) if answered else 0.0
     em = exact_match(evidence.answer, evidence.gold_answers) if answered else 0.0
-    r_read = set_f1(evidence.read_paragraph_ids, gold)
-    r_search = float(
-        bool(evidence.semantic_paragraph_ids & gold) and bool(evidence.keyword_paragraph_ids & gold)
-    )
-    if config.retrieval_needs_answer and not answered:
-        r_read = r_search = 0.0
-    r_efficiency = efficiency if answered and f1 > config.efficiency_answer_threshold else 0.0
-    # R_F pays only episodes that retrieved something: otherwise an immediate answer is the
-    # cheapest valid call, and a policy learns to skip the tools (seen on SmolLM2-135M).
-    retrieved = (
-        evidence.semantic_paragraph_ids
-        | evidence.keyword_paragraph_ids
-        | evidence.read_paragraph_ids
-    )
-    r_format = 0.0
-    if evidence.turns_used > 0 and retrieved:
-        r_format = (evidence.turns_used - evidence.invalid_turns) / evidence.turns_used
-    total = f1 + config.alpha * r_read + config.beta * r_search + config.gamma * r_efficiency
-    total += config.delta * r_format
-    return RewardBreakdown(
-        r_answer=f1,
-        r_read=r_read,
-        r_search=r_search,
-        r_efficiency=r_efficiency,
-        total=total,
-        em=em,
-        f1=f1,
-        r_format=r_format,
-    )
+    scored = Scored(evidence, answered, f1)
+    terms = {term.name: term.compute(scored, config) for term in REWARD_TERMS}
+    total = sum(term.weight_of(config) * terms[term.name] for term in REWARD_TERMS)
+    return RewardBreakdown(terms=terms, total=total, em=em, f1=f1)

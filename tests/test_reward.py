@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from grasp.reward import (
     DEFAULT_REWARD_CONFIG,
+    REWARD_TERMS,
+    TERM_NAMES,
     RewardBreakdown,
     RewardConfig,
     compute_reward,
@@ -51,7 +53,7 @@ FULL = make_evidence(semantic=(1, 7), keyword=(2, 8), read=(1, 2), turns_used=2,
 def assert_breakdown(
     got: RewardBreakdown, r_a: float, r_r: float, r_s: float, r_e: float, total: float
 ) -> None:
-    assert (got.r_answer, got.r_read, got.r_search, got.r_efficiency, got.total) == pytest.approx(
+    assert (got["R_A"], got["R_R"], got["R_S"], got["R_E"], got.total) == pytest.approx(
         (r_a, r_r, r_s, r_e, total), abs=1e-12
     )
 
@@ -193,14 +195,14 @@ def test_reward_table(
 def test_answer_metrics(evidence: EpisodeEvidence, em: float, f1: float) -> None:
     breakdown = compute_reward(evidence)
     assert (breakdown.em, breakdown.f1) == pytest.approx((em, f1))
-    assert breakdown.r_answer == breakdown.f1
+    assert breakdown["R_A"] == breakdown.f1
 
 
 def test_duplicate_reads_do_not_matter() -> None:
     once = make_evidence(read=[1, 2, 9], keyword=[1], semantic=[2])
     twice = make_evidence(read=[1, 1, 2, 2, 9, 9], keyword=[1, 1], semantic=[2, 2])
     assert compute_reward(once) == compute_reward(twice)
-    assert compute_reward(once).r_read == pytest.approx(0.8)  # p = 2/3, r = 1
+    assert compute_reward(once)["R_R"] == pytest.approx(0.8)  # p = 2/3, r = 1
 
 
 # Ablations on FULL (R_A = R_R = R_S = 1, R_E = 0.5): each weight scales only its own term.
@@ -220,23 +222,21 @@ def test_config_ablations(config: RewardConfig, total: float) -> None:
     breakdown = compute_reward(FULL, config)
     assert breakdown.total == pytest.approx(total, abs=1e-12)
     # Unweighted terms are reported whatever the weights, so ablated runs still log them.
-    assert (breakdown.r_read, breakdown.r_search) == (1.0, 1.0)
+    assert (breakdown["R_R"], breakdown["R_S"]) == (1.0, 1.0)
 
 
 def test_threshold_gates_efficiency() -> None:
     partial = make_evidence(answer="the big red dog", gold_answers=("red dog",), turns_used=1)
-    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.79)).r_efficiency == (
-        0.75
-    )
-    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.9)).r_efficiency == 0
+    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.79))["R_E"] == (0.75)
+    assert compute_reward(partial, RewardConfig(efficiency_answer_threshold=0.9))["R_E"] == 0
 
 
 def test_never_answered_gets_no_efficiency_even_with_a_negative_threshold() -> None:
     # A negative threshold pays R_E for any answer, even a wrong one, but never for no answer.
     config = RewardConfig(efficiency_answer_threshold=-1.0)
     wrong = make_evidence(answer="cat", gold_answers=("dog",), turns_used=1)
-    assert compute_reward(wrong, config).r_efficiency == 0.75
-    assert compute_reward(make_evidence(answer=None, turns_used=1), config).r_efficiency == 0.0
+    assert compute_reward(wrong, config)["R_E"] == 0.75
+    assert compute_reward(make_evidence(answer=None, turns_used=1), config)["R_E"] == 0.0
 
 
 def test_default_config_matches_the_paper() -> None:
@@ -321,11 +321,71 @@ def test_as_dict_keys_and_values() -> None:
             "reward/R_S": 1.0,
             "reward/R_E": 0.5,
             "reward/R_F": 1.0,
+            "reward/R_N": 0.0,
             "reward/total": 1.925,
             "answer/em": 1.0,
             "answer/f1": 1.0,
         }
     )
+    # A trajectory file stores a sparse term only where it is paid (R_N: 0 when answered).
+    assert "reward/R_N" not in compute_reward(FULL).as_dict(sparse=True)
+
+
+@pytest.mark.parametrize(
+    ("answer", "penalty", "retrieval_needs_answer", "r_no_answer", "total"),
+    [
+        (None, 0.0, False, -1.0, 0.7 * 1.0 + 0.15 * 1.0),  # the paper: R_N reported, not paid
+        (None, 0.3, False, -1.0, 0.7 + 0.15 - 0.3),  # a read of gold pays, not answering costs
+        (None, 0.3, True, -1.0, -0.3),  # with the gate, only the penalty is left
+        ("big dog", 0.3, False, 0.0, 1.925),  # answered: no penalty
+    ],
+)
+def test_the_no_answer_penalty_costs_only_episodes_without_an_answer(
+    answer, penalty, retrieval_needs_answer, r_no_answer, total
+):
+    evidence = dataclasses.replace(FULL, answer=answer)
+    config = RewardConfig(no_answer_penalty=penalty, retrieval_needs_answer=retrieval_needs_answer)
+    reward = compute_reward(evidence, config)
+    assert reward["R_N"] == r_no_answer
+    assert reward.total == pytest.approx(total)
+
+
+def test_the_total_is_each_declared_term_times_its_configured_weight():
+    config = RewardConfig(alpha=0.5, beta=0.25, gamma=0.125, delta=0.0625, no_answer_penalty=2.0)
+    for evidence in (FULL, dataclasses.replace(FULL, answer=None, turns_used=3)):
+        reward = compute_reward(evidence, config)
+        weighted = sum(term.weight_of(config) * reward[term.name] for term in REWARD_TERMS)
+        assert reward.total == weighted
+        assert list(reward.terms) == list(TERM_NAMES) == ["R_A", "R_R", "R_S", "R_E", "R_F", "R_N"]
+
+
+def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkeypatch):
+    """Adding a reward term is one RewardTerm in REWARD_TERMS: compute_reward, the total, the
+    logs, the file format and TRL's reward functions and weights all follow from it."""
+    from grasp import reward as reward_module
+    from grasp.train.rollout_adapter import reward_functions, reward_weights
+
+    def r_brevity(scored, config):
+        return 1.0 if scored.answered and len(scored.evidence.answer) <= 7 else 0.0
+
+    brevity = reward_module.RewardTerm("R_B", "gamma", r_brevity, "short answers", sparse=True)
+    terms = (*reward_module.REWARD_TERMS, brevity)
+    monkeypatch.setattr(reward_module, "REWARD_TERMS", terms)
+    monkeypatch.setattr(reward_module, "TERM_NAMES", tuple(t.name for t in terms))
+    import grasp.train.rollout_adapter as adapter
+
+    monkeypatch.setattr(adapter, "REWARD_TERMS", terms)
+    monkeypatch.setattr(adapter, "TERM_NAMES", tuple(t.name for t in terms))
+    config = RewardConfig()
+    reward = compute_reward(FULL, config)  # answer "big dog": 7 characters
+    assert reward["R_B"] == 1.0
+    assert reward.total == pytest.approx(1.925 + 0.15)
+    assert reward.as_dict()["reward/R_B"] == 1.0
+    assert reward_module.RewardBreakdown.from_dict(reward.as_dict(sparse=True)) == reward
+    functions = reward_functions()
+    assert [f.__name__ for f in functions][-2:] == ["R_B", "rollout_log"]
+    assert functions[-2]([None], [None], grasp_reward=[reward]) == [1.0]
+    assert reward_weights(config)[-2:] == [0.15, 0.0]
 
 
 @pytest.mark.parametrize(
@@ -342,7 +402,7 @@ def test_format_term_pays_the_share_of_valid_turns(
 ) -> None:
     evidence = dataclasses.replace(FULL, turns_used=turns_used, invalid_turns=invalid_turns)
     reward = compute_reward(evidence, RewardConfig(delta=delta))
-    assert reward.r_format == pytest.approx(r_format)
+    assert reward["R_F"] == pytest.approx(r_format)
     assert reward.total == pytest.approx(total)
 
 
@@ -350,13 +410,13 @@ def test_format_term_pays_nothing_to_an_episode_that_never_retrieved() -> None:
     # One valid call (an immediate answer) and no search: skipping the tools earns no R_F.
     evidence = make_evidence(semantic=(), keyword=(), read=(), turns_used=1, turn_budget=4)
     reward = compute_reward(evidence, RewardConfig(delta=1.0))
-    assert reward.r_format == 0.0
+    assert reward["R_F"] == 0.0
     assert reward.total == pytest.approx(1.0 + 0.15 * 0.75)
 
 
 def test_format_term_is_zero_without_turns() -> None:
     evidence = dataclasses.replace(FULL, answer=None, turns_used=0)
-    assert compute_reward(evidence, RewardConfig(delta=1.0)).r_format == 0.0
+    assert compute_reward(evidence, RewardConfig(delta=1.0))["R_F"] == 0.0
 
 
 def test_as_dict_prefix() -> None:
@@ -367,6 +427,7 @@ def test_as_dict_prefix() -> None:
         "val/reward/R_S",
         "val/reward/R_E",
         "val/reward/R_F",
+        "val/reward/R_N",
         "val/reward/total",
         "answer/em",
         "answer/f1",
@@ -405,9 +466,9 @@ def test_reward_terms_stay_in_range(
         turn_budget=turn_budget,
     )
     b = compute_reward(evidence)
-    for term in (b.r_answer, b.r_read, b.r_search, b.r_efficiency, b.em, b.f1):
+    for term in (b["R_A"], b["R_R"], b["R_S"], b["R_E"], b.em, b.f1):
         assert 0.0 <= term <= 1.0
-    assert b.r_search in (0.0, 1.0)
+    assert b["R_S"] in (0.0, 1.0)
     assert 0.0 <= b.total <= 1.0 + 0.7 + 0.15 + 0.15
-    if b.r_answer <= 0.5:
-        assert b.r_efficiency == 0.0
+    if b["R_A"] <= 0.5:
+        assert b["R_E"] == 0.0

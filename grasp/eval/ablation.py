@@ -39,6 +39,7 @@ from grasp.eval.sweep import (
     read_json,
     write_table_files,
 )
+from grasp.reward import REWARD_TERMS, RewardConfig
 from grasp.types import StrEnum, ToolName, parse_enum
 
 
@@ -215,13 +216,10 @@ GROUPS = ("Answers and retrieval", "Reward", "Tool calls per episode")
 FULL_WEIGHTS_TOTAL = "reward/total_at_full_weights"
 """The reward recomputed with the full run's weights: comparable across reward ablations,
 whose own ``reward/total`` leaves out the term they switch off."""
-_TERM_WEIGHTS = {
-    "reward/R_A": None,
-    "reward/R_R": "alpha",
-    "reward/R_S": "beta",
-    "reward/R_E": "gamma",
-    "reward/R_F": "delta",
-}
+_TERM_WEIGHTS = {f"reward/{term.name}": term.weight for term in REWARD_TERMS}
+"""Each term's key and the RewardConfig field that weighs it (``grasp.reward``)."""
+_DEFAULT_WEIGHTS = {"no_answer_penalty": RewardConfig().no_answer_penalty}
+"""Weights added after committed runs were configured, at the default those runs ran with."""
 
 
 def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
@@ -271,7 +269,9 @@ def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) 
     weights = reference_config.get("rollout", {}).get("reward", {})
     total = 0.0
     for term, weight_name in _TERM_WEIGHTS.items():
-        weight = 1.0 if weight_name is None else weights.get(weight_name)
+        # A weight a config predates ran at its default (no_answer_penalty: 0).
+        default = None if weight_name is None else _DEFAULT_WEIGHTS.get(weight_name)
+        weight = 1.0 if weight_name is None else weights.get(weight_name, default)
         if weight is None or (weight and term not in terms):
             return None
         if weight:

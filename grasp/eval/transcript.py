@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import textwrap
 
+from grasp.reward import TERM_NAMES
 from grasp.rollout.trajectory import Trajectory
 
-REWARD_TERMS = ("R_A", "R_R", "R_S", "R_E", "R_F", "total")
+SHOWN_TERMS = (*TERM_NAMES, "total")
+"""Each reward term (``grasp.reward.REWARD_TERMS``), then the total."""
 
 
 def transcript(trajectory: Trajectory, observation_lines: int = 8) -> str:
@@ -41,7 +43,7 @@ def transcript(trajectory: Trajectory, observation_lines: int = 8) -> str:
             lines += [textwrap.indent(line, "    | ") for line in kept]
     lines.append(f"answer: {t.answer!r} (stop: {t.stop_reason}, {t.turns_used} turns)")
     terms = t.reward.as_dict()
-    reward = "  ".join(f"{term} {terms[f'reward/{term}']:.3f}" for term in REWARD_TERMS)
+    reward = "  ".join(f"{term} {terms[f'reward/{term}']:.3f}" for term in SHOWN_TERMS)
     lines.append(f"reward: {reward}")
     lines.append(
         f"EM {t.reward.em:.0f}  F1 {t.reward.f1:.3f}  read paragraphs: {t.read_paragraph_ids}"

@@ -22,9 +22,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from grasp.report.load import RunData, TrajectorySet, metric_keys, recall_by_turns, series
+from grasp.reward import TERM_NAMES
 from grasp.train.plots import smooth
 
-REWARD_KEYS = ("reward/total", "reward/R_A", "reward/R_R", "reward/R_S", "reward/R_E", "reward/R_F")
+REWARD_KEYS = ("reward/total", *(f"reward/{name}" for name in TERM_NAMES))
 """The composite reward and its terms, as the rollout logs them each step."""
 ERROR_KEYS = ("tools/parse_error_rate", "tools/invalid_call_rate")
 """Shares of turns refused: text that is no tool call, and well-formed calls the env refused."""

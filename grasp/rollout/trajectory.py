@@ -54,7 +54,8 @@ class Trajectory:
     errors: dict[TurnError, int]
     """Invalid turns by kind (``Episode.errors``)."""
     reward: RewardBreakdown
-    """Written as ``RewardBreakdown.as_dict()``: reward/R_A ... reward/total, answer/em|f1."""
+    """Written as ``RewardBreakdown.as_dict(sparse=True)``: reward/R_A ... reward/total,
+    answer/em|f1."""
     generated_tokens: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -133,7 +134,7 @@ class Trajectory:
             if not turn["repaired"]:
                 del turn["repaired"]
         data["errors"] = {str(kind): count for kind, count in self.errors.items()}
-        data["reward"] = self.reward.as_dict()
+        data["reward"] = self.reward.as_dict(sparse=True)
         if self.citations is None:  # files written before citations existed stay as they were
             data.pop("citations")
         else:

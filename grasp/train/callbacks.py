@@ -11,13 +11,14 @@ from typing import Any
 from transformers import TrainerCallback
 
 from grasp.eval.jsonl import end_last_line
+from grasp.reward import TERM_NAMES
 from grasp.train.metrics_log import METRICS_FILE, drop_records_after, read_metrics
-from grasp.train.rollout_adapter import LOG_FUNCTION, REWARD_TERMS, ROLLOUT_SECONDS_KEY
+from grasp.train.rollout_adapter import LOG_FUNCTION, ROLLOUT_SECONDS_KEY
 
 __all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
 
 LEFT_OUT = frozenset(
-    [f"rewards/{name}/mean" for name in REWARD_TERMS]
+    [f"rewards/{name}/mean" for name in TERM_NAMES]
     + [f"rewards/{LOG_FUNCTION}/{stat}" for stat in ("mean", "std")]
 )
 """TRL's keys that metrics.jsonl leaves out: each term's mean is there as ``reward/R_A``...

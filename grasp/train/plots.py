@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grasp.reward import TERM_NAMES
 from grasp.train.metrics_log import read_metrics
 
 IMPORTANCE_SAMPLING_METRICS = (
@@ -21,7 +22,7 @@ logp_vLLM| per token. Names as in trl/trainer/grpo_trainer.py (1.16)."""
 PANELS = (
     (
         "reward",
-        ("reward/total", "reward/R_A", "reward/R_R", "reward/R_S", "reward/R_E", "reward/R_F"),
+        ("reward/total", *(f"reward/{name}" for name in TERM_NAMES)),
     ),
     (
         "tool use per episode",

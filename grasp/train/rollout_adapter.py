@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grasp.eval.summary import count_events
-from grasp.reward import RewardBreakdown, RewardConfig
+from grasp.reward import REWARD_TERMS, TERM_NAMES, RewardBreakdown, RewardConfig
 from grasp.rollout.chat import TokenTrace
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.policy import Policy
@@ -303,34 +303,31 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
     return metrics
 
 
-REWARD_TERMS = ("R_A", "R_R", "R_S", "R_E", "R_F")
-"""The reward functions' names, in the order of ``reward_weights``."""
-
 LOG_FUNCTION = "rollout_log"
 """Name of the zero-weight function that logs the rollout's statistics (``log_rollout``)."""
 
 
 def reward_weights(config: RewardConfig) -> list[float]:
-    """TRL's weight of each function of ``reward_functions``: [1, alpha, beta, gamma, delta]
-    for the terms, 0 for ``log_rollout``."""
-    return [1.0, config.alpha, config.beta, config.gamma, config.delta, 0.0]
+    """TRL's weight of each function of ``reward_functions``: each term's weight in
+    ``config`` (``grasp.reward.REWARD_TERMS``: 1, alpha, beta, ...), then 0 for
+    ``log_rollout``."""
+    return [*(term.weight_of(config) for term in REWARD_TERMS), 0.0]
 
 
 def reward_functions() -> list[Callable[..., list[float | None]]]:
     """One TRL reward function per term, then ``log_rollout`` (weight 0)."""
 
     def term(name: str) -> Callable[..., list[float | None]]:
-        key = f"reward/{name}"
 
         def reward(
             prompts, completions, grasp_reward: list[RewardBreakdown], **kwargs
         ) -> list[float | None]:
-            return [float(r.as_dict()[key]) for r in grasp_reward]
+            return [float(r[name]) for r in grasp_reward]
 
         reward.__name__ = name
         return reward
 
-    return [*(term(name) for name in REWARD_TERMS), log_rollout]
+    return [*(term(name) for name in TERM_NAMES), log_rollout]
 
 
 def log_rollout(prompts, completions, log_metric=None, **kwargs) -> list[float | None]:

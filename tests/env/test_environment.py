@@ -87,7 +87,7 @@ def test_budget_runs_out_without_an_answer(env, tiny_questions):
     assert obs is None
     assert episode.stop_reason is StopReason.TURN_BUDGET and episode.answer is None
     assert episode.turns[-1].observation is not None, "the last search is still recorded"
-    assert compute_reward(episode.evidence()).r_answer == 0.0
+    assert compute_reward(episode.evidence())["R_A"] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from grasp.eval.baseline_table import (
     write_table,
 )
 from grasp.eval.sweep import record_failure
-from grasp.reward import RewardBreakdown
+from grasp.reward import TERM_NAMES, RewardBreakdown
 
 DATASETS = ["hotpotqa", "musique"]
 CODE = {"git_commit": "abc123", "git_dirty": False}
@@ -354,7 +354,7 @@ def _write_trajectories(folder: Path, observations: list[list[str | None]]) -> N
                 "read_paragraph_ids": [],
                 "tool_calls": {},
                 "errors": {},
-                "reward": RewardBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0).as_dict(),
+                "reward": RewardBreakdown(dict.fromkeys(TERM_NAMES, 0.0), 0.0, 0.0, 0.0).as_dict(),
             }
         )
     folder.mkdir(parents=True, exist_ok=True)

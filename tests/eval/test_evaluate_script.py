@@ -20,8 +20,8 @@ from grasp.eval.context import read_trajectories
 from grasp.eval.paired import compare_folders
 from grasp.eval.policy_eval import compress_finished
 from grasp.eval.protocol import evaluate_datasets
-from grasp.report.load import load_run
 from grasp.paths import REPO_ROOT
+from grasp.report.load import load_run
 
 
 def test_default_protocol_is_three_datasets_500_questions_seed_42():

@@ -94,9 +94,8 @@ def test_recall_of_a_trajectory_is_what_results_json_averages(run_dir):
 
 def _reward(em: float, f1: float) -> RewardBreakdown:
     """A reward whose answer metrics are ``em`` and ``f1`` (the other terms 0)."""
-    return RewardBreakdown(
-        r_answer=f1, r_read=0.0, r_search=0.0, r_efficiency=0.0, total=f1, em=em, f1=f1
-    )
+    terms = {"R_A": f1, "R_R": 0.0, "R_S": 0.0, "R_E": 0.0, "R_F": 0.0, "R_N": 0.0}
+    return RewardBreakdown(terms=terms, total=f1, em=em, f1=f1)
 
 
 def _trajectory(turns_used: int, gold: list[int], found: list[int], **fields) -> Trajectory:

@@ -194,7 +194,7 @@ def test_scripted_turns_drive_the_episode_exactly(env, tiny_questions):
     assert trajectory.errors == {"no_tool_call": 1}
     assert trajectory.tool_calls == {"keyword_search": 1, "answer": 1}
     assert trajectory.reward.f1 == 1.0
-    assert trajectory.reward.r_search == 0.0, "no semantic search was made"
+    assert trajectory.reward["R_S"] == 0.0, "no semantic search was made"
 
 
 def test_turn_seeds_differ(env):

@@ -65,10 +65,11 @@ def test_fields_are_typed_in_memory_and_flat_on_disk(tiny_index, tiny_questions,
 
 
 def test_a_reward_without_r_f_reads_back_with_zero():
-    flat = RewardBreakdown(1.0, 0.5, 1.0, 0.25, 1.6, 1.0, 1.0, r_format=0.75).as_dict()
+    terms = {"R_A": 1.0, "R_R": 0.5, "R_S": 1.0, "R_E": 0.25, "R_F": 0.75, "R_N": 0.0}
+    flat = RewardBreakdown(terms, 1.6, 1.0, 1.0).as_dict()
     assert RewardBreakdown.from_dict(flat).as_dict() == flat
     del flat["reward/R_F"]
-    assert RewardBreakdown.from_dict(flat).r_format == 0.0
+    assert RewardBreakdown.from_dict(flat)["R_F"] == 0.0
 
 
 def test_turn_errors_are_typed_in_memory_and_plain_strings_on_disk(tiny_index, tiny_questions):

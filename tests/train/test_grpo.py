@@ -121,13 +121,8 @@ def test_logged_reward_terms_equal_the_reward_module(trained):
     assert len(logged) == 2
     for record, (_, trajectories) in zip(logged, outputs, strict=True):
         rewards = [compute_reward_from(t) for t in trajectories]
-        for term, key in (
-            ("R_A", "r_answer"),
-            ("R_R", "r_read"),
-            ("R_S", "r_search"),
-            ("R_E", "r_efficiency"),
-        ):
-            expected = sum(getattr(r, key) for r in rewards) / len(rewards)
+        for term in ("R_A", "R_R", "R_S", "R_E", "R_F", "R_N"):
+            expected = sum(r[term] for r in rewards) / len(rewards)
             assert record[f"rewards/{term}/mean"] == pytest.approx(expected, abs=1e-6)
         expected_total = sum(r.total for r in rewards) / len(rewards)
         assert record["reward"] == pytest.approx(expected_total, abs=1e-6)
