@@ -6,6 +6,9 @@ read the top paragraphs, search again with the question plus what was read, then
 with a title. Its recall tells how much the environment lets a policy find in T turns.
 Given a ``plan`` (a list of tool names), it calls exactly those tools in that order instead;
 the warm start uses plans to show a policy several ways of acting (grasp/train/warm_start.py).
+A plan's search is the question verbatim; ``semantic_search:bridge`` or
+``keyword_search:bridge`` reformulates it for the next hop: the title of the paragraph read
+last (else of the top hit) and the question's content words that title does not name.
 When the system prompt asks for citations (``env.citations``), its answer cites the sentence
 hits of the paragraphs it read (the top sentence hit when it read none).
 Both act only on what a model would see: the messages of the conversation.
@@ -59,13 +62,32 @@ class ScriptedPolicy:
 
 PLAN_TOOLS = ("semantic_search", "keyword_search", "read_paragraph", "answer")
 """The tools a plan can name."""
+BRIDGE = ":bridge"
+"""A plan search with this suffix queries the next hop instead of the question."""
+_STOPWORDS = frozenset(
+    "a an the of in on at to for by with from and or is are was were be been who whom whose "
+    "what which when where why how did does do that this than as it its his her their".split()
+)
+
+
+def plan_tool(step: str) -> str:
+    """The tool a plan step calls (``semantic_search:bridge`` calls semantic_search)."""
+    return step.removesuffix(BRIDGE)
 
 
 def check_plan(plan: Sequence[str], field: str = "plan") -> None:
     """A plan names known tools and ends with ``answer`` (its only ``answer``)."""
-    unknown = [name for name in plan if name not in PLAN_TOOLS]
+    unknown = [
+        name
+        for name in plan
+        if plan_tool(name) not in PLAN_TOOLS
+        or (name.endswith(BRIDGE) and plan_tool(name) not in ("semantic_search", "keyword_search"))
+    ]
     if unknown:
-        raise ValueError(f"{field}: unknown tool(s) {unknown}; a plan uses {list(PLAN_TOOLS)}")
+        raise ValueError(
+            f"{field}: unknown tool(s) {unknown}; a plan uses {list(PLAN_TOOLS)}, a search "
+            f"optionally as <search>{BRIDGE}"
+        )
     if not plan or plan[-1] != "answer" or "answer" in plan[:-1]:
         raise ValueError(f"{field}: {list(plan)} must end with 'answer' and answer only there")
 
@@ -136,10 +158,27 @@ class HeuristicSearchPolicy:
         """The plan's call ``tool``; a read with nothing left unread answers instead."""
         if tool in ("semantic_search", "keyword_search"):
             return tool_call_text(tool, query=question)
+        if tool.endswith(BRIDGE):
+            return tool_call_text(plan_tool(tool), query=bridge_query(question, hits, read))
         unread = [h for h in hits if h[2] not in read]
         if tool == "read_paragraph" and unread:
             return _read_call(unread[0])
         return _answer(question, hits, cited)
+
+
+def bridge_query(question: str, hits: Sequence[tuple[str, str, str]], read: set[str]) -> str:
+    """The next hop's query: the title of the last hit whose paragraph was read (else of the
+    top hit) and the question's content words that the title does not contain, at most 12
+    words in all."""
+    read_titles = [h[2] for h in hits if h[2] in read]
+    title = read_titles[-1] if read_titles else (hits[0][2] if hits else "")
+    named = set(re.findall(r"\w+", title.lower()))
+    words = [
+        w
+        for w in re.findall(r"\w+", question)
+        if w.lower() not in _STOPWORDS and w.lower() not in named
+    ]
+    return " ".join([title, *words][:12]).strip() or question
 
 
 def _hits(text: str) -> list[tuple[str, str, str]]:

@@ -33,7 +33,7 @@ from grasp.env.environment import RetrievalEnvironment
 from grasp.models import LoadedModel, ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
-from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan
+from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan, plan_tool
 from grasp.rollout.trajectory import Trajectory, write_trajectories
 from grasp.train.process import RunProcess, SingleProcess
 from grasp.types import Question
@@ -212,13 +212,15 @@ def adapt_plan(plan: Sequence[str], tools: Sequence[str]) -> list[str]:
     ['keyword_search', 'answer']
     """
     adapted = []
-    for tool in plan:
+    called = {plan_tool(step) for step in plan}
+    for step in plan:
+        tool = plan_tool(step)
         if tool in tools:
-            adapted.append(tool)
+            adapted.append(step)
             continue
         substitute = SUBSTITUTES.get(tool)
-        if substitute in tools and substitute not in plan:
-            adapted.append(substitute)
+        if substitute in tools and substitute not in called:
+            adapted.append(substitute + step.removeprefix(tool))  # a bridge stays a bridge
     return adapted
 
 
@@ -227,7 +229,7 @@ def check_plans(plans: list[list[str]], tools: Sequence[str]) -> None:
     for number, plan in enumerate(plans):
         field_name = f"warm_start.plans[{number}]"
         check_plan(plan, field_name)
-        missing = sorted(set(plan) - set(tools))
+        missing = sorted({plan_tool(step) for step in plan} - set(tools))
         if missing:
             raise ValueError(
                 f"{field_name} calls {missing}, which this run's tools {list(tools)} lack"
