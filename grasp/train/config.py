@@ -180,6 +180,30 @@ class GRPOSettings:
 
 
 @dataclass
+class DevCurveSettings:
+    """Which dev questions the learning curve plays, and how often."""
+
+    every: int = 0
+    """Steps between evaluations; step 0 (the policy GRPO starts from) comes first. 0: off."""
+    questions_per_dataset: int = 32
+    """Seeded dev questions of each dataset (the same ones at every step)."""
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Datasets whose bundled dev sets the questions are drawn from."""
+    seed: int = 42
+    """Seed of the question sample (the evaluation protocol's)."""
+
+    def check(self) -> None:
+        if self.every < 0:
+            raise ValueError(f"dev_curve.every must be >= 0, got {self.every}")
+        if self.every and self.questions_per_dataset < 1:
+            raise ValueError(
+                f"dev_curve.questions_per_dataset must be >= 1, got {self.questions_per_dataset}"
+            )
+        if self.every and not self.datasets:
+            raise ValueError("dev_curve.datasets is empty: name at least one dataset")
+
+
+@dataclass
 class TrainConfig:
     """scripts/train.py: a GRPO run with evaluation before and after."""
 
@@ -229,6 +253,8 @@ class TrainConfig:
     """Optimizer and GRPO settings."""
     warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
     """Supervised warm start on scripted episodes before GRPO (off by default)."""
+    dev_curve: DevCurveSettings = field(default_factory=DevCurveSettings)
+    """Held-out dev questions evaluated at step 0 and every few steps (off by default)."""
     trajectories_every: int = 2
     """Every this many steps, write the trajectories of a fixed question sample (0: never)."""
     trajectory_questions: int = 4
@@ -258,6 +284,9 @@ class TrainConfig:
         check_range("trajectories_every", self.trajectories_every, low=0)
         check_range("trajectory_questions", self.trajectory_questions, low=0)
         check_range("eval_max_batch_size", self.eval_max_batch_size, low=1)
+        for name in self.dev_curve.datasets:
+            parse_enum(DatasetName, name, "dev_curve.datasets")
+        self.dev_curve.check()
         if self.rollout.sampling.temperature <= 0:
             raise ValueError(
                 "rollout.sampling.temperature must be > 0 in training: greedy samples of a group "

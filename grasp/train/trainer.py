@@ -46,6 +46,7 @@ from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
 from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
+from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
 from grasp.train.rollout_adapter import (
@@ -266,6 +267,9 @@ def run_training(
     before_file = run_dir / "eval_before" / "results.json"
     if main and config.eval_before and not before_file.exists():
         evaluate_model(config, setup, setup.loaded.model, run_dir / "eval_before", fingerprint)
+    curve = dev_curve(config, setup, fingerprint) if main and config.dev_curve.every else None
+    if curve is not None and not curve.done(0):
+        curve.evaluate(0, setup.loaded.model)  # the policy GRPO starts from
     timed_barrier(process, "the main process's eval_before", config.main_wait_s)
     trainer = make_grpo_trainer(
         config,
@@ -277,6 +281,8 @@ def run_training(
         eval_env=setup.eval_env,
         world_size=process.num_processes,
     )
+    if curve is not None:
+        trainer.add_callback(DevCurveCallback(config.dev_curve.every, curve))
     final = run_dir / "final"
     _train_or_reload(config, trainer, final)
     step = trainer.state.global_step
@@ -417,9 +423,15 @@ def _after_model(trainer: Any, final: Path, base_model: ModelConfig) -> Any:
     return load_policy_model(replace(base_model, name=str(final))).model
 
 
-def evaluation_engine(config: TrainConfig, setup: TrainingSetup, model: Any) -> RolloutEngine:
-    """The engine of a run's evaluations: ``model`` decoded greedily in the evaluation
-    environment, at most ``config.eval_max_batch_size`` rows per ``model.generate`` call."""
+def evaluation_engine(
+    config: TrainConfig,
+    setup: TrainingSetup,
+    model: Any,
+    env: RetrievalEnvironment | None = None,
+) -> RolloutEngine:
+    """The engine of a run's evaluations: ``model`` decoded greedily in ``env`` (default the
+    evaluation environment), at most ``config.eval_max_batch_size`` rows per
+    ``model.generate`` call."""
     policy = HFPolicy(
         model,
         setup.loaded.tokenizer,
@@ -427,7 +439,30 @@ def evaluation_engine(config: TrainConfig, setup: TrainingSetup, model: Any) -> 
         reuse_cache=config.grpo.reuse_cache,
     )
     greedy = config.rollout.greedy()
-    return RolloutEngine(setup.eval_env, policy, greedy, chat=setup.chat)
+    return RolloutEngine(env or setup.eval_env, policy, greedy, chat=setup.chat)
+
+
+def dev_curve(config: TrainConfig, setup: TrainingSetup, fingerprint: dict[str, Any]) -> DevCurve:
+    """The run's dev learning curve (``grasp/train/dev_curve.py``): its datasets' dev indexes
+    built or reused under indexes/, as the evaluation protocol's (local, like every
+    evaluation of a run)."""
+    local = replace(config.index, remote_url=None)
+
+    def open_dev_index(dataset: str, pool: list[Question]) -> SearchIndex:
+        directory = default_index_dir(dataset, "dev")
+        source = {"dataset": dataset, "split": "dev"}
+        return open_index(local, directory, pool, source=source).warm_up()
+
+    sets = build_dev_sets(config.dev_curve, setup.data.train, config.env, open_dev_index)
+    tokenizer = setup.loaded.tokenizer
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False).input_ids)
+
+    def engine_for(env: RetrievalEnvironment, model: Any) -> RolloutEngine:
+        return evaluation_engine(config, setup, model, env)
+
+    return DevCurve(Path(config.run_dir), sets, engine_for, count, fingerprint)
 
 
 def evaluate_model(
