@@ -17,7 +17,8 @@ import gc
 import pytest
 import torch
 
-from grasp.rollout.hf_decode import preallocated_layer_class
+from grasp.rollout import hf_policy
+from grasp.rollout.hf_decode import LoopDecoder, preallocated_layer_class
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import GenerationRequest, SamplingConfig
 
@@ -81,6 +82,17 @@ def requests(tokenizer, limits=(STEPS,) * 5) -> list[GenerationRequest]:
     ]
 
 
+@pytest.fixture(params=[False, True], ids=["checked", "deferred"])
+def stop_check(request, monkeypatch):
+    """The loop reading "every row stopped" before the next forward (the CPU's default) or
+    after it (CUDA's default, forced here: the forward queued meanwhile is discarded)."""
+    deferred = request.param
+    monkeypatch.setattr(
+        hf_policy, "LoopDecoder", lambda timer=None: LoopDecoder(timer, defer_stop_check=deferred)
+    )
+    return deferred
+
+
 def both(model, tokenizer, batch, sampling, **kwargs):
     old = HFPolicy(model, tokenizer, decoder="generate", **kwargs).generate(batch, sampling)
     new = HFPolicy(model, tokenizer, decoder="loop", **kwargs).generate(batch, sampling)
@@ -107,7 +119,9 @@ def test_the_loop_generates_what_generate_does(tiny, sampling, max_batch_size) -
 
 @pytest.mark.parametrize("max_batch_size", [None, 2], ids=["one-batch", "micro-batches"])
 @pytest.mark.parametrize("sampling", SAMPLINGS[1:], ids=SAMPLING_IDS[1:])
-def test_rows_and_batches_that_stop_early(stops_often, sampling, max_batch_size) -> None:
+def test_rows_and_batches_that_stop_early(
+    stops_often, sampling, max_batch_size, stop_check
+) -> None:
     """Stopped rows continue with padding until their batch stops; a batch whose rows all
     stopped before the limit ends there, and the next micro-batch draws the random numbers
     ``generate`` would have given it."""
@@ -121,7 +135,7 @@ def test_rows_and_batches_that_stop_early(stops_often, sampling, max_batch_size)
     assert len(set(lengths)) > 1, "rows should stop at different steps"
 
 
-def test_greedy_rows_stop_at_once(stops_often) -> None:
+def test_greedy_rows_stop_at_once(stops_often, stop_check) -> None:
     with stops_often(2.0) as (model, tokenizer):
         old, new = both(model, tokenizer, requests(tokenizer), SAMPLINGS[0])
     assert_same(old, new)
@@ -138,9 +152,12 @@ def test_each_request_is_cut_at_its_own_limit(tiny, sampling) -> None:
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=SAMPLING_IDS[:2])
-def test_continued_caches_generate_what_generate_does(tiny, sampling) -> None:
+def test_continued_caches_generate_what_generate_does(
+    tiny, stops_often, sampling, stop_check
+) -> None:
     """Three turns with ``reuse_cache``: each request the last one, its generated ids and an
-    observation; rows drop out and change order. Both decoders continue the same caches."""
+    observation; rows drop out and change order, and stop before the limit (a deferred check
+    crops the cache of the discarded forward). Both decoders continue the same caches."""
     model, tokenizer = tiny
     observation = tokenizer("Observation: none.", add_special_tokens=False).input_ids
 
@@ -153,7 +170,8 @@ def test_continued_caches_generate_what_generate_does(tiny, sampling) -> None:
             turn_sampling = SamplingConfig(
                 sampling.temperature, sampling.top_p, 6, seed=sampling.seed + turn
             )
-            generations = policy.generate(batch, turn_sampling)
+            with stops_often(sampling.temperature):
+                generations = policy.generate(batch, turn_sampling)
             played.append(generations)
             for request, generation in zip(batch, generations, strict=True):
                 contexts[request.request_id] += (generation.token_ids or []) + observation
@@ -163,6 +181,8 @@ def test_continued_caches_generate_what_generate_does(tiny, sampling) -> None:
     new, new_prefilled = play("loop")
     for old_turn, new_turn in zip(old, new, strict=True):
         assert_same(old_turn, new_turn)
+    lengths = [len(g.token_ids or ()) for turn in new for g in turn]
+    assert min(lengths) < 6, "some rows should stop before the limit"
     assert new_prefilled == old_prefilled
     _, full_prefilled = play("loop", reuse_cache=False)
     assert new_prefilled < full_prefilled, "later turns should prefill only what was appended"
