@@ -187,6 +187,13 @@ def predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return not resolved.get(section, {}).get("reuse_cache")
     if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
         return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
+    env = resolved.get("env", {})
+    if key == "env.hit_labels":  # ids: the hit labels and read_paragraph's argument as they were
+        return env.get("hit_labels", "ids") == "ids"
+    if key == "env.repair_calls":  # off: every call parsed strictly, as it was
+        return not env.get("repair_calls")
+    if key == "rollout.reward.no_answer_penalty":  # 0: no R_N, the reward as it was
+        return not resolved.get("rollout", {}).get("reward", {}).get("no_answer_penalty")
     return False
 
 

@@ -282,6 +282,23 @@ def test_citations_added_since_an_evaluation_rerun_it_only_when_they_are_on(swee
     assert unfinished_because(run_dir, on) == ["env.citations"]  # another answer schema
 
 
+def test_hit_labels_repair_and_no_answer_penalty_added_since_rerun_only_when_changed(sweep):
+    run_dir = sweep / "direct"
+    write_results(run_dir, em=0.5)  # recorded before these three fields existed
+    as_was = {
+        **config(run_dir),
+        "env": {"hit_labels": "ids", "repair_calls": False},
+        "rollout": {"reward": {"no_answer_penalty": 0.0}},
+    }
+    assert is_finished(run_dir, as_was)
+    handles = {**as_was, "env": {"hit_labels": "handles", "repair_calls": False}}
+    assert unfinished_because(run_dir, handles) == ["env.hit_labels"]
+    repaired = {**as_was, "env": {"hit_labels": "ids", "repair_calls": True}}
+    assert unfinished_because(run_dir, repaired) == ["env.repair_calls"]
+    penalised = {**as_was, "rollout": {"reward": {"no_answer_penalty": 0.3}}}
+    assert unfinished_because(run_dir, penalised) == ["rollout.reward.no_answer_penalty"]
+
+
 def test_self_rag_settings_added_since_an_evaluation_rerun_only_the_self_rag_rows(sweep):
     run_dir = sweep / "crag"
     write_results(run_dir, em=0.5)  # recorded before baseline.self_rag existed
