@@ -80,6 +80,21 @@ def dev_questions(
     return chosen
 
 
+def check_dev_curve(
+    settings: DevCurveSettings, training: Sequence[Question], env_config: Any
+) -> dict[str, tuple[list[Question], list[Question]]]:
+    """``dev_questions``, each dataset's pool checked against ``env_config``'s top-k: every
+    refusal the curve can make, made before the run writes anything.
+
+    Raises:
+        ValueError: a curve question is also a training question, or top-k exceeds a pool.
+    """
+    chosen = dev_questions(settings, training)
+    for _, pool in chosen.values():
+        check_top_k(env_config, pool)
+    return chosen
+
+
 def build_dev_sets(
     settings: DevCurveSettings,
     training: Sequence[Question],
@@ -89,8 +104,7 @@ def build_dev_sets(
     """The curve's datasets, each with its dev index (``open_dev_index(dataset, pool)``: built
     once, where the evaluation protocol builds it) and an environment with ``env_config``."""
     sets = []
-    for dataset, (sample, pool) in dev_questions(settings, training).items():
-        check_top_k(env_config, pool)
+    for dataset, (sample, pool) in check_dev_curve(settings, training, env_config).items():
         index = open_dev_index(dataset, pool)
         sets.append(DevSet(dataset, sample, RetrievalEnvironment(index, env_config)))
     return sets

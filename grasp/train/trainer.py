@@ -46,7 +46,7 @@ from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
 from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
-from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets
+from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets, check_dev_curve
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
 from grasp.train.rollout_adapter import (
@@ -227,6 +227,8 @@ def build_training(config: TrainConfig, process: RunProcess | None = None) -> Tr
     validate_config(config, process.num_processes)
     data = load_training_data(config)
     check_top_k(config.env, data.pooled)
+    if config.dev_curve.every:  # its refusals too come before the run folder's first file
+        check_dev_curve(config.dev_curve, data.train, config.env)
     index_dir = Path(config.index_dir or _default_index_dir(config))
     index = shared_index(config.index, index_dir, data.pooled, config, process).warm_up()
     env = RetrievalEnvironment(index, config.env)

@@ -107,6 +107,37 @@ def test_a_configuration_refused_after_its_index_is_built_writes_no_run_folder(
     assert not (tmp_path / "run").exists(), "nothing was written in the run folder"
 
 
+def test_a_dev_curve_refusal_comes_before_the_index_and_the_run_folder(
+    tmp_path, tiny_model_dir, tiny_questions
+):
+    """Issue 36 item 1, for the dev curve: its questions must be held out, and that is checked
+    with the other checks, not after config.json (then the corrected command was refused)."""
+    import dataclasses
+
+    from grasp.data import write_normalized
+    from grasp.train.config import DevCurveSettings
+    from grasp.train.dev_curve import dev_questions
+
+    curve = DevCurveSettings(every=1, questions_per_dataset=2, datasets=["hotpotqa"])
+    held_out = dev_questions(curve, training=[])["hotpotqa"][0][0]
+    # Copies under new ids: the smoke split puts some of them in the training half.
+    leaked = [dataclasses.replace(held_out, question_id=f"leak-{i}") for i in range(8)]
+    questions = write_normalized([*tiny_questions, *leaked], tmp_path / "dev.jsonl")
+    command = train_command(
+        tmp_path / "run",
+        tiny_model_dir,
+        questions,
+        tmp_path / "index",
+        "dev_curve.every=1",
+        "dev_curve.questions_per_dataset=2",
+        "dev_curve.datasets=[hotpotqa]",
+    )
+    with pytest.raises(ValueError, match="dev_curve: 1 hotpotqa dev questions are also training"):
+        start_training(command[2:])
+    assert not (tmp_path / "index").exists(), "no index was built"
+    assert not (tmp_path / "run").exists(), "nothing was written in the run folder"
+
+
 def fake_run(run_dir: Path, overrides: list[str], checkpoints, results_steps) -> None:
     """A run folder as training leaves it (config.json of ``overrides``, complete checkpoints
     at ``checkpoints``, results.json of ``results_steps`` unless None), without the weights."""
