@@ -1,4 +1,5 @@
-"""Answer and retrieval metrics: HotpotQA EM/F1, paragraph-set scores and a bootstrap CI.
+"""Answer and retrieval metrics: HotpotQA EM/F1, answer containment, paragraph-set scores and
+a bootstrap CI.
 
 Everything here is a pure function of its arguments (the bootstrap is seeded), so the reward,
 the evaluation and the baselines all score answers the same way. Answers are normalized exactly
@@ -6,9 +7,10 @@ as the official ``hotpot_evaluate_v1.py`` does; aliases are scored by taking the
 
 Usage::
 
-    from grasp.metrics import exact_match, f1_score, bootstrap_ci
+    from grasp.metrics import answer_contains, exact_match, f1_score, bootstrap_ci
 
     f1_score("the big red dog", ("red dog",))  # 0.8
+    answer_contains("the big red dog", ("red dog",))  # 1.0
     bootstrap_ci([0.0, 1.0, 1.0], seed=0)      # ConfidenceInterval(mean=0.667, low=..., ...)
 """
 
@@ -92,6 +94,33 @@ def f1_score(prediction: str | None, gold_answers: Iterable[str]) -> float:
     if prediction is None or not prediction.strip():
         return 0.0
     return max((_f1_one(prediction, gold) for gold in gold_answers), default=0.0)
+
+
+def _token_run_in(needle: Sequence[str], haystack: Sequence[str]) -> bool:
+    """True when ``needle`` occurs in ``haystack`` as a contiguous run of items."""
+    width = len(needle)
+    return any(
+        tuple(haystack[start : start + width]) == tuple(needle)
+        for start in range(len(haystack) - width + 1)
+    )
+
+
+def answer_contains(prediction: str | None, gold_answers: Iterable[str]) -> float:
+    """1.0 if some normalized gold answer (or alias) appears in the normalized prediction as a
+    contiguous run of whole tokens, else 0.0: answer containment.
+
+    Token boundaries count: gold "art" is not in "the artist", while gold "Eiffel Tower" is in
+    "it is the Eiffel Tower." (both sides normalized as EM normalizes them). A None or blank
+    prediction contains nothing, and a gold answer that normalizes to "" is never contained.
+    """
+    if prediction is None or not prediction.strip():
+        return 0.0
+    predicted = normalize_answer(prediction).split()
+    for gold in gold_answers:
+        tokens = normalize_answer(gold).split()
+        if tokens and predicted and _token_run_in(tokens, predicted):
+            return 1.0
+    return 0.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from grasp.metrics import (
     ConfidenceInterval,
     all_gold_found,
+    answer_contains,
     bootstrap_ci,
     exact_match,
     f1_score,
@@ -106,9 +107,47 @@ def test_f1_score(prediction: str | None, gold: tuple[str, ...], expected: float
     assert f1_score(prediction, gold) == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("prediction", "gold", "expected"),
+    [
+        # the gold answer, normalized, inside a longer answer
+        ("It is the Eiffel Tower.", ("Eiffel Tower",), 1.0),
+        ("Eiffel Tower", ("the Eiffel Tower",), 1.0),  # articles dropped on both sides
+        ("an Eiffel tower!", ("Eiffel Tower",), 1.0),
+        ("Paris, France", ("Paris",), 1.0),  # punctuation dropped
+        ("U.S.A. team", ("USA",), 1.0),
+        ("Barack Obama", ("Obama",), 1.0),
+        ("Rome", ("Rome",), 1.0),  # an exact answer contains itself
+        # aliases: any one contained is enough
+        ("the city of Lyon", ("Paris", "Lyon"), 1.0),
+        ("the city of Nice", ("Paris", "Lyon"), 0.0),
+        # token boundaries: a gold answer inside a longer word is not contained
+        ("the artist", ("art",), 0.0),
+        ("Parisian cafes", ("Paris",), 0.0),
+        ("yesterday", ("yes",), 0.0),
+        ("no, never", ("no",), 1.0),
+        # the tokens must be contiguous and in order
+        ("Tower of Eiffel", ("Eiffel Tower",), 0.0),
+        ("Eiffel great Tower", ("Eiffel Tower",), 0.0),
+        # the prediction is shorter than the gold answer
+        ("Eiffel", ("Eiffel Tower",), 0.0),
+        # empty and missing: an empty prediction contains nothing
+        ("", ("x",), 0.0),
+        ("   ", ("x",), 0.0),
+        (None, ("x",), 0.0),
+        ("the", ("the",), 0.0),  # nothing left after normalization
+        ("a dog", ("the",), 0.0),  # a gold answer that normalizes to "" is never contained
+        ("x", (), 0.0),
+    ],
+)
+def test_answer_contains(prediction: str | None, gold: tuple[str, ...], expected: float) -> None:
+    assert answer_contains(prediction, gold) == expected
+
+
 def test_scores_accept_a_list_of_gold_answers() -> None:
     assert f1_score("red dog", ["blue", "red dog"]) == 1.0
     assert exact_match("red dog", ["blue", "red dog"]) == 1.0
+    assert answer_contains("a red dog", ["blue", "red dog"]) == 1.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,12 +23,14 @@ from omegaconf import OmegaConf
 from grasp.config import BaselinesConfig, EvaluateConfig, to_dataclass
 from grasp.eval.baseline_table import (
     PlannedBaseline,
+    QuestionTypes,
     is_finished,
     unfinished_because,
     unmet_requirement,
     write_table,
 )
 from grasp.eval.context import TokenCounter
+from grasp.eval.protocol import load_dataset
 from grasp.eval.sweep import job_overrides, run_job
 from grasp.eval.trained import fixed_by_run, for_trained_run
 from grasp.models import prepare_model
@@ -130,6 +132,15 @@ def token_counter(config: BaselinesConfig) -> TokenCounter:
     return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
 
 
+def question_types(config: BaselinesConfig) -> QuestionTypes:
+    """Each dataset's question types by question id, from the files its evaluations read:
+    the table splits EM by kind of question with them (trajectories do not record types)."""
+    return {
+        str(dataset.name): {q.question_id: q.type for q in load_dataset(config, dataset).questions}
+        for dataset in config.dataset_configs()
+    }
+
+
 def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[str, str]) -> None:
     """The sweep of scripts/baselines.py: ``task_overrides`` its command line, ``choices``
     Hydra's chosen config groups. Evaluates every unfinished row, rewriting the table after
@@ -144,8 +155,9 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
     sweep_dir = Path(config.sweep_dir)
     count = token_counter(config) if config.context_tokens else None
     pairs = config.paired
+    types = question_types(config)
     if config.table_only:
-        files = write_table(sweep_dir, planned, datasets, count, pairs)
+        files = write_table(sweep_dir, planned, datasets, count, pairs, types)
         print(files.markdown_path.read_text())
         return
     failures = []
@@ -158,8 +170,8 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
             failures.append(str(error))
         finally:
             if ran:  # rewritten after every evaluation: a long sweep shows its progress
-                write_table(sweep_dir, planned, datasets, count, pairs)
-    files = write_table(sweep_dir, planned, datasets, count, pairs)
+                write_table(sweep_dir, planned, datasets, count, pairs, types)
+    files = write_table(sweep_dir, planned, datasets, count, pairs, types)
     print(files.markdown_path.read_text())
     log.info("wrote %s and %s", files.markdown_path, files.json_path)
     if failures:

@@ -20,7 +20,11 @@ Rows whose results report a rewrite trigger rate (``policy_extra.trigger_rate``:
 Self-RAG) have it per dataset and pooled, in a section of its own. Rows whose folders hold
 every dataset's trajectories get the failure taxonomy (``grasp/eval/failures.py``) per
 dataset and pooled, computed from those trajectories, so committed evaluations get it
-without a rerun; its section shows the pooled shares.
+without a rerun; its section shows the pooled shares. Beside EM and F1 each part has EM on
+comparison and on other questions, answer containment, and the read_paragraph calls per episode
+that ran and that were refused (``grasp.eval.summary``): from results.json where it holds them,
+else from the trajectories, with each question's type looked up by id in ``types`` (the
+dataset files: trajectories do not record it), so committed evaluations get them too.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from grasp.eval.context import TokenCounter, context_tokens, has_trajectories, r
 from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.paired import PAIRED_METRICS, compare_folders, signed
 from grasp.eval.results import (
+    NOT_AVAILABLE,
     NOT_RECORDED,
     DatasetResults,
     EvaluationResults,
@@ -42,6 +47,7 @@ from grasp.eval.results import (
     PooledResults,
     Summary,
 )
+from grasp.eval.summary import EpisodeScores, macro_summary, metric_values
 from grasp.eval.sweep import (
     RunStatus,
     TableFiles,
@@ -56,6 +62,7 @@ from grasp.eval.sweep import (
     write_table_files,
 )
 from grasp.eval.tables import describe
+from grasp.metrics import bootstrap_ci
 from grasp.types import StrEnum
 
 
@@ -103,6 +110,19 @@ UNCOMPARED_FIELDS = ("out", "show", "threads")
 what it printed and how many threads it ran on."""
 METRICS = (("em", "EM"), ("f1", "F1"), ("jd", "JD"), ("recall", "recall"))
 """(results key, header) of the compared quantities."""
+BREAKDOWN = (
+    ("em_comparison", "EM comparison"),
+    ("em_other", "EM other"),
+    ("containment", "containment"),
+)
+"""(results key, header) of EM by kind of question and of answer containment."""
+READS = ("reads_run_per_episode", "reads_refused_per_episode")
+"""Cell keys of the read_paragraph calls per episode that ran and that were refused."""
+READS_HEADER = "reads ran / refused"
+TYPE_COUNTS = {"em_comparison": "comparison_episodes", "em_other": "other_episodes"}
+"""The episode count of each EM by kind of question (a cell's ``n``)."""
+QuestionTypes = Mapping[str, Mapping[str, str]]
+"""Each dataset's question types (``Question.type``) by question id."""
 CONTEXT = ("context_tokens", "context tokens")
 """(cell key, header) of the context tokens per episode, when the table counts them."""
 TRIGGER = "trigger_rate"
@@ -189,8 +209,17 @@ def _cell(value: Any, interval: Interval | None) -> dict[str, Any]:
 def _metrics(results: Summary | MacroResults) -> dict[str, Any]:
     """The compared quantities of one results entry (a dataset's, pooled or macro)."""
     if isinstance(results, MacroResults):
-        return {key: _cell(results.means.get(key), None) for key, _ in METRICS}
+        cells = {key: _cell(results.means.get(key), None) for key, _ in METRICS}
+        for key in _added_keys():  # absent from results written before they were recorded
+            if key in results.means:
+                cells[key] = _counted(key, results.means[key], None)
+        return cells
     cells = {key: _cell(getattr(results, key), results.ci.get(key)) for key, _ in METRICS}
+    for key in _added_keys():
+        value = getattr(results, key)
+        if value is not None:
+            count = getattr(results, TYPE_COUNTS[key]) if key in TYPE_COUNTS else None
+            cells[key] = _counted(key, value, results.ci.get(key), count)
     verdicts = results.judge  # counts by verdict, when a judge ran
     if verdicts is not None:
         answers = sum(verdicts.values())
@@ -208,11 +237,30 @@ def _metrics(results: Summary | MacroResults) -> dict[str, Any]:
     return cells
 
 
+def _added_keys() -> tuple[str, ...]:
+    return (*(key for key, _ in BREAKDOWN), *READS)
+
+
+def _counted(
+    key: str, value: Any, interval: Interval | None, count: int | None = None
+) -> dict[str, Any]:
+    """``_cell``, with ``n`` (the episodes it is over) for EM by kind of question: ``count``,
+    or a macro interval's; None when question types are unknown."""
+    cell = _cell(value, interval)
+    if key in TYPE_COUNTS:
+        cell["n"] = value.n if isinstance(value, Interval) else count
+    return cell
+
+
 def read_row(
-    planned: PlannedBaseline, datasets: Sequence[str], count: TokenCounter | None = None
+    planned: PlannedBaseline,
+    datasets: Sequence[str],
+    count: TokenCounter | None = None,
+    types: QuestionTypes | None = None,
 ) -> dict[str, Any]:
     """One baseline's row: its status, and its values once its evaluation finished (with
-    the context tokens per episode when ``count`` is given)."""
+    the context tokens per episode when ``count`` is given; ``types`` joins question types
+    to trajectories whose results.json predates EM by kind of question)."""
     row: dict[str, Any] = {
         "baseline": str(planned.baseline),
         "label": planned.row_label,
@@ -235,7 +283,7 @@ def read_row(
     elif results_file.exists():
         results = read_json(results_file)
         row.update(_finished(results, datasets, results_file))
-        _add_trajectory_cells(row, planned.run_dir, datasets, count)
+        _add_trajectory_cells(row, planned.run_dir, datasets, count, types or {})
         row["mismatch"] = _mismatch(results.get("config", {}), planned.config)
         if row["mismatch"]:
             row["note"] = f"not matched: differs from this sweep in {', '.join(row['mismatch'])}"
@@ -266,21 +314,59 @@ def _finished(data: Mapping[str, Any], datasets: Sequence[str], path: Path) -> d
 
 
 def _add_trajectory_cells(
-    row: dict[str, Any], run_dir: Path, datasets: Sequence[str], count: TokenCounter | None
+    row: dict[str, Any],
+    run_dir: Path,
+    datasets: Sequence[str],
+    count: TokenCounter | None,
+    types: QuestionTypes,
 ) -> None:
-    """From the trajectories, read once: each dataset's and the pooled failure shares (when
-    every dataset has its trajectories) and context tokens per episode (when ``count`` is
+    """From the trajectories, read once: each dataset's and the pooled failure shares and,
+    where results.json lacks them, EM by kind of question, containment and reads (when
+    every dataset has its trajectories), and context tokens per episode (when ``count`` is
     given: then a missing trajectory file is an error)."""
     failures = all(has_trajectories(run_dir / d) for d in datasets)
     if count is None and not failures:
         return
-    parts = [(row["datasets"][d], read_trajectories(run_dir / d)) for d in datasets]
+    by_dataset = {d: read_trajectories(run_dir / d) for d in datasets}
+    parts = [(row["datasets"][d], by_dataset[d]) for d in datasets]
     parts.append((row["pooled"], [t for _, part in parts for t in part]))
     for cells, trajectories in parts:
         if count is not None:
             cells[CONTEXT[0]] = _interval_cell(context_tokens(trajectories, count))
         if failures:
             cells[FAILURES] = failure_shares(trajectories)
+    if failures:
+        _add_breakdown(row, by_dataset, types)
+
+
+def _add_breakdown(
+    row: dict[str, Any], by_dataset: Mapping[str, Sequence[Any]], types: QuestionTypes
+) -> None:
+    """EM by kind of question, containment and reads of each dataset, pooled and macro,
+    computed from the trajectories as the evaluation's summary computes them, for the parts
+    whose results.json predates them (it is the one that knows the questions' types)."""
+    values = {
+        d: metric_values(part, EpisodeScores.typed(part, types.get(d, {})))
+        for d, part in by_dataset.items()
+    }
+    typed = {d: bool(types.get(d)) for d in by_dataset}
+    pooled = {key: [v for d in by_dataset for v in values[d][key]] for key in _added_keys()}
+    parts = [(row["datasets"][d], values[d], typed[d]) for d in by_dataset]
+    parts.append((row["pooled"], pooled, all(typed.values())))
+    for cells, part, known in parts:
+        for key in _added_keys():
+            if key in cells:
+                continue
+            if not part[key]:  # no question of that kind, or no type known
+                cells[key] = _counted(key, NOT_AVAILABLE, None, 0 if known else None)
+                continue
+            ci = bootstrap_ci(part[key])
+            interval = Interval(ci.mean, ci.low, ci.high, ci.n)
+            cells[key] = _counted(key, ci.mean, interval, ci.n if known else None)
+    macro = macro_summary(values).means
+    for key in _added_keys():
+        if key not in row["macro"]:
+            row["macro"][key] = _counted(key, macro[key], None)
 
 
 def _interval_cell(interval: Any) -> dict[str, Any]:
@@ -354,11 +440,13 @@ def baseline_table(
     datasets: Sequence[str],
     count: TokenCounter | None = None,
     pairs: Sequence[Sequence[str]] = (),
+    types: QuestionTypes | None = None,
 ) -> BaselineTable:
     """Read every planned baseline's folder; raise ValueError naming a malformed file.
     ``count`` (text -> tokens) adds the context tokens per episode; ``pairs`` (row names
-    A, B) adds A minus B question by question (``paired_entry``)."""
-    rows = [read_row(p, datasets, count) for p in planned]
+    A, B) adds A minus B question by question (``paired_entry``); ``types`` (each dataset's
+    question types by id) splits the EM of evaluations recorded before it was split."""
+    rows = [read_row(p, datasets, count, types) for p in planned]
     paired = [paired_entry(rows, datasets, a, b) for a, b in pairs]
     return BaselineTable(
         sweep_dir, list(datasets), rows, context_counted=count is not None, paired=paired
@@ -390,9 +478,10 @@ def write_table(
     datasets: Sequence[str],
     count: TokenCounter | None = None,
     pairs: Sequence[Sequence[str]] = (),
+    types: QuestionTypes | None = None,
 ) -> TableFiles:
     """Build the table and write table.json and table.md in ``sweep_dir``."""
-    table = baseline_table(sweep_dir, planned, datasets, count, pairs)
+    table = baseline_table(sweep_dir, planned, datasets, count, pairs, types)
     return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
 
 
@@ -421,15 +510,22 @@ def render_markdown(table: BaselineTable) -> str:
     for title, part in sections:
         lines += ["", f"## {title}", ""]
         context = table.context_counted and part != "macro"
-        header = ["baseline", *(label for _, label in METRICS)]
+        header = ["baseline", *(label for _, label in (*METRICS[:3], *BREAKDOWN, *METRICS[3:]))]
+        header.append(READS_HEADER)
         if context:
             header.append(CONTEXT[1])
         if part != "macro":
             header.append("wall s")
+        counts = _type_counts(table, part)
+        if counts:
+            stated = ", ".join(f"{what} questions: {n}" for what, n in counts.items())
+            lines += [f"{stated} (a row over other numbers says `(n=...)`)", ""]
         cells = [
             [
                 _name(row),
-                *_metric_cells(_part(row, part), part == "macro", _scored(row, part), context),
+                *_metric_cells(
+                    _part(row, part), part == "macro", _scored(row, part), context, counts
+                ),
             ]
             for row in table.rows
         ]
@@ -514,6 +610,22 @@ def _failure_section(table: BaselineTable) -> list[str]:
     ]
 
 
+def _type_counts(table: BaselineTable, part: str) -> dict[str, int]:
+    """The comparison and other questions of a dataset's (or the pooled) section, as the
+    first row that knows them counts them; macro and unknown types: none."""
+    if part == "macro":
+        return {}
+    for row in table.rows:
+        cells = _part(row, part) or {}
+        known = {key: (cells.get(key) or {}).get("n") for key in TYPE_COUNTS}
+        if all(n is not None for n in known.values()):
+            return {_KIND[key]: n for key, n in known.items()}
+    return {}
+
+
+_KIND = {"em_comparison": "comparison", "em_other": "other"}
+
+
 def _part(row: Mapping[str, Any], part: str) -> Mapping[str, Any] | None:
     """A row's values of one dataset, or its pooled or macro values."""
     return row[part] if part in ("pooled", "macro") else row["datasets"].get(part)
@@ -546,6 +658,14 @@ def _header(provenance: Mapping[str, Any]) -> list[str]:
         "(`k/n timed`: a run was killed before logging the time of n-k questions); JD "
         "`(k/n scored)`: the judge's reply to n-k answers was unparseable or failed, and JD is "
         "the mean over the k others",
+        "- EM comparison / EM other: EM over the comparison questions (HotpotQA `comparison`, "
+        "2WikiMultiHopQA `comparison` and `bridge_comparison`) and over the other questions "
+        "(MuSiQue's all), each question's type looked up by its id in the dataset file; macro: "
+        "over the datasets that have such questions. containment: answers that hold a gold "
+        "answer or alias as whole tokens once both are normalized as for EM. reads ran / "
+        "refused: read_paragraph calls per episode that ran, and that were refused with an "
+        "error observation (tool-call counts include both). Where a results.json predates "
+        "these, they are computed from its trajectories",
     ]
     for baseline, keys in provenance["differs"].items():
         lines.append(f"- `{baseline}` differs in {', '.join(keys)}: see its results.json")
@@ -565,11 +685,21 @@ def _metric_cells(
     macro: bool,
     scored: Mapping[str, int] | None,
     context: bool = False,
+    counts: Mapping[str, int] | None = None,
 ) -> list[str]:
-    width = len(METRICS) + (0 if macro else 1) + int(context)
+    width = len(METRICS) + len(BREAKDOWN) + 1 + (0 if macro else 1) + int(context)
     if metrics is None:
         return ["—"] * width
-    cells = [_format(metrics[key]) for key, _ in METRICS]
+    cells = [_format(metrics[key]) for key, _ in METRICS[:3]]
+    for key, _ in BREAKDOWN:
+        cell = _format(metrics.get(key))
+        n = (metrics.get(key) or {}).get("n")
+        stated = (counts or {}).get(_KIND.get(key, ""))
+        if not macro and n is not None and stated is not None and n != stated:
+            cell += f" (n={n})"
+        cells.append(cell)
+    cells += [_format(metrics[key]) for key, _ in METRICS[3:]]
+    cells.append(_format_reads(metrics))
     if context:
         cells.append(_format_tokens(metrics[CONTEXT[0]]))
     if scored is not None and scored["scored"] < scored["answers"]:
@@ -592,7 +722,17 @@ def _format_tokens(cell: Mapping[str, Any]) -> str:
     return f"{cell['value']:.0f} [{low:.0f}, {high:.0f}]"
 
 
-def _format(cell: Mapping[str, Any]) -> str:
+def _format_reads(metrics: Mapping[str, Any]) -> str:
+    """``ran / refused`` read_paragraph calls per episode; "—" when neither is known."""
+    ran, refused = (metrics.get(key) for key in READS)
+    if ran is None or refused is None:
+        return "—"
+    return f"{ran['value']:.3f} / {refused['value']:.3f}"
+
+
+def _format(cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return "—"
     value = cell["value"]
     if value is None:
         return "—"

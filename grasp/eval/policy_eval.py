@@ -375,11 +375,13 @@ def rollout_time(path: Path, wanted: set[str]) -> LoggedTime:
 def score_episodes(
     corpus: SentenceCorpus, questions: Sequence[Question], trajectories: Sequence[Trajectory]
 ) -> EpisodeScores:
-    """Supporting-sentence recall of every episode whose question has sentence-level facts
-    (and those facts' sentence ids, against which citations are scored)."""
+    """Every episode's question type (EM by kind of question), and the supporting-sentence
+    recall of every episode whose question has sentence-level facts (and those facts' sentence
+    ids, against which citations are scored)."""
     by_id = {q.question_id: q for q in questions}
     scores = EpisodeScores()
     for t in trajectories:
+        scores.question_types[t.episode_id] = by_id[t.question_id].type
         supporting = supporting_sentences(corpus, by_id[t.question_id])
         if supporting is None:
             continue

@@ -131,15 +131,33 @@ class Summary(JsonRecord):
     supporting_sentence_recall: Mean
     """"not available" when no episode has sentence-level supporting facts."""
     supporting_sentence_all_found: Mean
+    em_comparison: Mean | None = newer_field()
+    """EM over the comparison questions (``grasp.eval.summary.COMPARISON_TYPES``); "not
+    available" when there are none; None: written before it was recorded."""
+    em_other: Mean | None = newer_field()
+    """EM over the other questions (every other type, MuSiQue's included)."""
+    containment: float | None = newer_field()
+    """Answers that contain a gold answer as whole tokens (``grasp.metrics.answer_contains``);
+    None: written before it was recorded."""
     ci: dict[str, Interval] = field(metadata=_decoded(_intervals))
     """The interval of every numeric mean, by metric."""
     judge: dict[str, int] | None
     """Episodes by verdict; None without a judge."""
     supporting_sentence_episodes: int
+    comparison_episodes: int | None = newer_field()
+    """Episodes ``em_comparison`` is over; None: question types unknown, or written before."""
+    other_episodes: int | None = newer_field()
+    """Episodes ``em_other`` is over; None likewise."""
     reward: dict[str, float]
     """Mean of each ``reward/*`` term."""
     reward_ci: dict[str, Interval] = field(metadata=_decoded(_intervals))
     tool_calls_per_episode: dict[str, float]
+    """Valid calls by tool; a read_paragraph call its tool refused counts too (the reads
+    that ran and those refused are apart in ``reads_*_per_episode``)."""
+    reads_run_per_episode: float | None = newer_field()
+    """read_paragraph calls that ran, per episode; None: written before it was recorded."""
+    reads_refused_per_episode: float | None = newer_field()
+    """read_paragraph calls refused with an error observation, per episode."""
     parse_error_rate: float
     invalid_call_rate: float
     repaired_call_rate: float | None = newer_field()

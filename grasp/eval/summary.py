@@ -1,10 +1,15 @@
 """Summaries of a set of trajectories: answer quality, retrieval recall, tool use, cost.
 
-Per episode: EM and F1 (official normalization, best alias), JD (the judge's verdict, when a
-judge ran), recall of gold paragraphs found anywhere in the trajectory (a hit of any search,
-or a read) as a fraction and as all-gold-found, the same over read paragraphs only, and the
-recall of supporting sentences (questions with sentence-level facts only). Every mean comes
-with a 95% bootstrap interval over episodes (``ci``).
+Per episode: EM and F1 (official normalization, best alias), EM again split by the question's
+type (``em_comparison``: HotpotQA ``comparison`` and 2WikiMultiHopQA ``comparison`` and
+``bridge_comparison`` questions; ``em_other``: every other type, MuSiQue's included; only the
+episodes whose question type is known, ``EpisodeScores.question_types``), answer containment
+(``grasp.metrics.answer_contains``: a gold answer's tokens appear in the answer), JD (the
+judge's verdict, when a judge ran), recall of gold paragraphs found anywhere in the trajectory
+(a hit of any search, or a read) as a fraction and as all-gold-found, the same over read
+paragraphs only, the recall of supporting sentences (questions with sentence-level facts
+only), and the read_paragraph calls that ran and those that were refused (``read_calls``).
+Every mean comes with a 95% bootstrap interval over episodes (``ci``).
 
 ``overall_summary`` pools the episodes of several datasets and adds the macro average (the
 mean of the datasets' means) with a stratified bootstrap interval.
@@ -27,14 +32,23 @@ from grasp.eval.results import (
     MacroResults,
     Summary,
 )
-from grasp.metrics import all_gold_found, bootstrap_ci, macro_bootstrap_ci, paragraph_recall
+from grasp.metrics import (
+    all_gold_found,
+    answer_contains,
+    bootstrap_ci,
+    macro_bootstrap_ci,
+    paragraph_recall,
+)
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import RefusalKind, is_parse_error
+from grasp.types import RefusalKind, ToolName, is_parse_error
 
 MEAN_METRICS = (
     "em",
     "f1",
     "jd",
+    "em_comparison",
+    "em_other",
+    "containment",
     "recall",
     "recall_all_gold",
     "read_recall",
@@ -42,8 +56,36 @@ MEAN_METRICS = (
     "supporting_sentence_recall",
     "supporting_sentence_all_found",
     "turns_per_episode",
+    "reads_run_per_episode",
+    "reads_refused_per_episode",
 )
 """Per-episode metrics reported as means with intervals, per dataset, pooled and macro."""
+
+TYPED_METRICS = ("em_comparison", "em_other")
+"""EM over the episodes of one kind of question; "not available" when there are none."""
+
+COMPARISON_TYPES = frozenset({"comparison", "bridge_comparison"})
+"""Question types (``Question.type``) that compare two entities: HotpotQA's ``comparison``,
+2WikiMultiHopQA's ``comparison`` and ``bridge_comparison``. MuSiQue's hop patterns and every
+other type are "other"."""
+
+
+def is_comparison(question_type: str) -> bool:
+    """True for a comparison question's type (``COMPARISON_TYPES``)."""
+    return question_type in COMPARISON_TYPES
+
+
+def read_calls(trajectory: Trajectory) -> tuple[int, int]:
+    """The episode's read_paragraph calls that ran, and those refused (a well-formed call
+    whose turn got an error observation: an id never shown, say)."""
+    ran = refused = 0
+    for turn in trajectory.turns:
+        if turn.call and turn.call.get("name") == ToolName.READ_PARAGRAPH.value:
+            if turn.error is None:
+                ran += 1
+            else:
+                refused += 1
+    return ran, refused
 
 
 @dataclass
@@ -93,6 +135,19 @@ class EpisodeScores:
     against them, ``grasp.eval.citations``)."""
     verdicts: dict[str, JudgeResult] | None = None
     """The judge's verdicts; None when no judge is configured."""
+    question_types: dict[str, str] = field(default_factory=dict)
+    """Each episode's question type (``Question.type``; trajectories do not record it): what
+    splits EM into comparison and other questions. Empty: types unknown."""
+
+    @classmethod
+    def typed(cls, trajectories: Sequence[Trajectory], types: Mapping[str, str]) -> EpisodeScores:
+        """Scores holding only the question types of ``trajectories``, looked up by question id
+        in ``types`` (``question_types``); an episode whose question is not there has none."""
+        return cls(
+            question_types={
+                t.episode_id: types[t.question_id] for t in trajectories if t.question_id in types
+            }
+        )
 
     @classmethod
     def merge(cls, parts: Sequence[EpisodeScores]) -> EpisodeScores:
@@ -102,6 +157,7 @@ class EpisodeScores:
             merged.supporting_recall.update(part.supporting_recall)
             merged.supporting_all_found.update(part.supporting_all_found)
             merged.supporting_sentence_ids.update(part.supporting_sentence_ids)
+            merged.question_types.update(part.question_types)
         judged = [part.verdicts for part in parts]
         if judged and all(v is not None for v in judged):
             merged.verdicts = {k: v for part in judged if part for k, v in part.items()}
@@ -114,7 +170,8 @@ def metric_values(
     """Per-episode values of each metric of ``MEAN_METRICS`` that the episodes have.
 
     ``jd`` is present when a judge ran (unparseable and failed verdicts are left out);
-    the supporting-sentence metrics hold the episodes with sentence-level facts only.
+    the supporting-sentence metrics hold the episodes with sentence-level facts only;
+    ``em_comparison`` and ``em_other`` the episodes whose question type is known, by kind.
     """
     scores = scores or EpisodeScores()
     values: dict[str, list[float]] = {name: [] for name in MEAN_METRICS}
@@ -124,6 +181,14 @@ def metric_values(
         read = set(t.read_paragraph_ids)
         values["em"].append(t.reward.em)
         values["f1"].append(t.reward.f1)
+        values["containment"].append(answer_contains(t.answer, t.gold_answers))
+        question_type = scores.question_types.get(t.episode_id)
+        if question_type is not None:
+            kind = "em_comparison" if is_comparison(question_type) else "em_other"
+            values[kind].append(t.reward.em)
+        ran, refused = read_calls(t)
+        values["reads_run_per_episode"].append(float(ran))
+        values["reads_refused_per_episode"].append(float(refused))
         values["recall"].append(paragraph_recall(found, gold))
         values["recall_all_gold"].append(all_gold_found(found, gold))
         values["read_recall"].append(paragraph_recall(read, gold))
@@ -157,7 +222,9 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
 
     ``jd`` is a number only when ``scores.verdicts`` holds a judge's verdicts, else
     "not computed"; the supporting-sentence recalls are "not available" when no episode has
-    sentence-level facts. ``ci`` holds the interval of every numeric mean.
+    sentence-level facts, ``em_comparison`` and ``em_other`` when no episode's question is of
+    that kind (their episode counts are None when no question type is known at all). ``ci``
+    holds the interval of every numeric mean.
     """
     n = len(trajectories)
     if n == 0:
@@ -169,8 +236,9 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         means["jd"] = NOT_COMPUTED
     elif not values["jd"]:
         means["jd"] = NO_VERDICTS
-    for name in ("supporting_sentence_recall", "supporting_sentence_all_found"):
+    for name in ("supporting_sentence_recall", "supporting_sentence_all_found", *TYPED_METRICS):
         means.setdefault(name, NOT_AVAILABLE)
+    typed = any(t.episode_id in scores.question_types for t in trajectories)
     counts = count_events(trajectories)
     turns = counts.turns
     rewards = [t.reward.as_dict() for t in trajectories]  # results.json keys are made here
@@ -180,6 +248,8 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
         ci={name: _interval(v) for name, v in values.items() if v},
         judge=_judge_counts(trajectories, scores) if scores.verdicts is not None else None,
         supporting_sentence_episodes=len(values["supporting_sentence_recall"]),
+        comparison_episodes=len(values["em_comparison"]) if typed else None,
+        other_episodes=len(values["em_other"]) if typed else None,
         reward={k: sum(r[k] for r in rewards) / n for k in reward_keys},
         reward_ci={k: _interval([r[k] for r in rewards]) for k in reward_keys},
         tool_calls_per_episode={k: v / n for k, v in sorted(counts.tool_calls.items())},

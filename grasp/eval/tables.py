@@ -3,8 +3,9 @@
 The header names the policy and its checkpoint (path or hub id, revision, checksums), the
 judge and its prompt version, the git commit of the code and the protocol settings. The first
 table has one row per dataset (then pooled and macro rows when there are several): every mean
-with its 95% bootstrap interval. The second table has tool calls per episode, parse errors,
-stop reasons and cost.
+with its 95% bootstrap interval, EM split into comparison and other questions and answer
+containment among them. The second table has tool calls per episode, the read_paragraph calls
+that ran and those refused, parse errors, stop reasons and cost.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ QUALITY_COLUMNS = (
     ("EM", "em"),
     ("F1", "f1"),
     ("JD", "jd"),
+    ("EM comparison", "em_comparison"),
+    ("EM other", "em_other"),
+    ("containment", "containment"),
     ("recall", "recall"),
     ("all gold", "recall_all_gold"),
     ("read recall", "read_recall"),
@@ -75,12 +79,26 @@ def _quality_row(label: str, results: Summary | MacroResults, questions: str) ->
             cells.append(format_interval(results.means.get(key, "n/a"), None))
             continue
         interval = results.ci.get(key)
-        cell = format_interval(getattr(results, key), interval)
+        cell = _figure_interval(getattr(results, key), interval)
         if interval and interval.n != results.episodes:
             # JD leaves out unparseable verdicts, SS recall questions without sentence facts.
             cell += f" (n={interval.n})"
         cells.append(cell)
     return "| " + " | ".join(cells) + " |"
+
+
+def _figure_interval(value: Any, interval: Interval | None) -> str:
+    """``format_interval``, or "not recorded" for a field that results written before it
+    existed lack (None)."""
+    return "not recorded" if value is None else format_interval(value, interval)
+
+
+def _reads(results: Summary) -> str:
+    """``ran / refused`` read_paragraph calls per episode."""
+    ran, refused = results.reads_run_per_episode, results.reads_refused_per_episode
+    if ran is None or refused is None:
+        return "not recorded"
+    return f"{ran:.2f} / {refused:.2f}"
 
 
 def _figure(value: Any, spec: str) -> str:
@@ -96,6 +114,7 @@ def _cost_row(label: str, results: Summary, tools: Sequence[str]) -> str:
     judge = results.judge or {}
     cells = [label, *(f"{calls.get(tool, 0.0):.2f}" for tool in tools)]
     cells += [
+        _reads(results),
         f"{results.parse_error_rate:.3f}",
         f"{results.invalid_call_rate:.3f}",
         f"{judge['unparseable']} / {judge['error']}" if judge else "-",
@@ -131,6 +150,11 @@ def _header(provenance: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
         "- configuration: `config` in results.json (per dataset also config.json)",
         "- intervals: 95% bootstrap over questions (macro: stratified by dataset); "
         "SS recall: supporting-sentence recall, questions with sentence-level facts only",
+        "- EM comparison / EM other: EM over comparison questions (type comparison or "
+        "bridge_comparison) and over the others, `(n=...)` of them; containment: answers that "
+        "hold a gold answer (or alias) as whole tokens after normalization",
+        "- tool calls per episode count every valid call, refused ones too; reads ran / "
+        "refused: read_paragraph calls that ran, and those refused with an error observation",
     ]
     return lines
 
@@ -161,6 +185,7 @@ def results_markdown(
     cost_head = [
         "",
         *tools,
+        "reads ran / refused",
         "parse errors / turn",
         "refused calls / turn",
         "JD unparseable / failed",

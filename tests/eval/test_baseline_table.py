@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from grasp.env.episode import TurnRecord
 from grasp.eval.baseline_table import (
     Baseline,
     PlannedBaseline,
@@ -18,6 +19,7 @@ from grasp.eval.baseline_table import (
 )
 from grasp.eval.sweep import record_failure
 from grasp.reward import TERM_NAMES, RewardBreakdown
+from grasp.types import RefusalKind
 
 DATASETS = ["hotpotqa", "musique"]
 CODE = {"git_commit": "abc123", "git_dirty": False}
@@ -158,15 +160,15 @@ def test_rows_hold_each_evaluation_and_say_what_did_not_finish(sweep):
     assert "- code: git abc123" in markdown
     assert "| single-step, reranked (`single_step_rerank`) | not run |  |  | needs " in markdown
     assert "| direct answer (`direct`) | finished | 8 | 8.0 |  |" in markdown
-    assert (
+    assert (  # results.json without EM by kind, containment or reads, and no trajectories
         "| direct answer (`direct`) | 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] "
-        "| not computed | 0.500 [0.250, 0.750] | 2.0 |"
+        "| not computed | — | — | — | 0.500 [0.250, 0.750] | — | 2.0 |"
     ) in markdown
     assert "| IRCoT (`ircot`) | 0.250 [0.000, 0.500] |" in markdown
     assert "| 2.0 (1/4 timed) |" in markdown
     # Every other dataset was resumed too (1 of 4 rolled out by its last run) but fully timed.
     assert markdown.count(" timed) |") == 1
-    assert "| CRAG (`crag`) | — | — | — | — | — |" in markdown
+    assert "| CRAG (`crag`) | — | — | — | — | — | — | — | — | — |" in markdown
     sections = [line for line in markdown.splitlines() if line.startswith("## ")]
     assert sections == ["## hotpotqa", "## musique", "## overall (pooled)", "## overall (macro)"]
 
@@ -245,8 +247,8 @@ def test_a_dataset_with_no_timed_batch_says_not_recorded(sweep):
     table = baseline_table(sweep, [planned(sweep, "direct")], DATASETS)
     markdown = table.markdown()
     assert (
-        "| 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] | not computed | 0.500 [0.250, 0.750] | not recorded |"
-        in markdown
+        "| 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] | not computed | — | — | — "
+        "| 0.500 [0.250, 0.750] | — | not recorded |" in markdown
     )
     assert "(0/4 timed)" not in markdown
 
@@ -402,9 +404,12 @@ def test_context_tokens_count_every_observation_of_an_episode_and_trained_rows_h
     assert (grasp["baseline"], grasp["label"], grasp["status"]) == ("grasp", "GRASP", "finished")
     assert table.as_json()["context_counted"] is True
     markdown = table.markdown()
-    assert "| baseline | EM | F1 | JD | recall | context tokens | wall s |" in markdown
-    assert "| baseline | EM | F1 | JD | recall |\n" in markdown  # macro: no context column
-    assert "| 0.500 [0.250, 0.750] | 5 [3, 7] | 2.0 |" in markdown
+    assert (
+        "| baseline | EM | F1 | JD | EM comparison | EM other | containment | recall "
+        "| reads ran / refused | context tokens | wall s |"
+    ) in markdown
+    assert "| recall | reads ran / refused |\n" in markdown  # macro: no context column
+    assert "| 0.500 [0.250, 0.750] | 0.000 / 0.000 | 5 [3, 7] | 2.0 |" in markdown
     assert "| GRASP (`grasp`) | 0.250 [0.000, 0.500] |" in markdown
     assert "- context tokens: tokens per episode of every observation" in markdown
     assert "context tokens" not in baseline_table(sweep, [trained], DATASETS).markdown()
@@ -504,3 +509,102 @@ def test_the_table_compares_the_pairs_it_is_given_and_says_which_it_could_not(sw
         "| `grasp` | `ircot` | — | — | — | — | not compared: ircot not a finished row of this table |"
     )
     assert "paired differences" not in baseline_table(sweep, rows, DATASETS).markdown()
+
+
+TYPES = {"hotpotqa": {"h1": "comparison", "h2": "bridge"}, "musique": {"m1": "2hop"}}
+
+
+def test_em_by_kind_containment_and_reads_come_from_the_trajectories_of_older_results(
+    sweep, trajectory
+):
+    """results.json written before these existed: computed from the trajectories, each
+    question's type joined by its id."""
+    read = {"name": "read_paragraph", "arguments": {"paragraph_id": 1}}
+    turns = [
+        TurnRecord(text="", call=read),
+        TurnRecord(text="", call=read, error=RefusalKind.INVALID_CALL),
+        TurnRecord(text="", call=read, error=RefusalKind.INVALID_CALL),
+    ]
+    write_results(sweep / "direct", em=0.5)
+    _write(
+        sweep / "direct" / "hotpotqa",
+        [
+            trajectory("h1#0", "yes", ("yes",), {1}),  # comparison, EM 1
+            trajectory("h2#0", "Paris, France", ("Paris",), {1}),  # other, EM 0, contains
+        ],
+    )
+    _write(
+        sweep / "direct" / "musique",
+        [trajectory("m1#0", "Rome", ("Rome",), {1}, dataset="musique", turns=turns)],
+    )
+    table = baseline_table(sweep, [planned(sweep, "direct")], DATASETS, types=TYPES)
+    [row] = table.rows
+    hotpotqa, musique = row["datasets"]["hotpotqa"], row["datasets"]["musique"]
+    assert hotpotqa["em_comparison"] == {"value": 1.0, "ci": [1.0, 1.0], "n": 1}
+    assert hotpotqa["em_other"] == {"value": 0.0, "ci": [0.0, 0.0], "n": 1}
+    assert hotpotqa["containment"] == {"value": 1.0, "ci": [1.0, 1.0]}
+    assert musique["em_comparison"] == {"value": "not available", "ci": None, "n": 0}
+    assert musique["em_other"] == {"value": 1.0, "ci": [1.0, 1.0], "n": 1}
+    assert musique["reads_run_per_episode"] == {"value": 1.0, "ci": [1.0, 1.0]}
+    assert musique["reads_refused_per_episode"] == {"value": 2.0, "ci": [2.0, 2.0]}
+    pooled = row["pooled"]
+    assert (pooled["em_comparison"]["value"], pooled["em_comparison"]["n"]) == (1.0, 1)
+    assert (pooled["em_other"]["value"], pooled["em_other"]["n"]) == (0.5, 2)
+    assert pooled["reads_refused_per_episode"]["value"] == pytest.approx(2 / 3)
+    macro = row["macro"]
+    assert (macro["em_comparison"]["value"], macro["em_comparison"]["n"]) == (1.0, 1)
+    assert (macro["em_other"]["value"], macro["em_other"]["n"]) == (0.5, 2)  # (0 + 1) / 2
+    markdown = table.markdown()
+    hotpotqa_section = markdown.split("## hotpotqa\n")[1].split("\n## ")[0]
+    assert "comparison questions: 1, other questions: 1" in hotpotqa_section
+    assert (
+        "| direct answer (`direct`) | 0.500 [0.250, 0.750] | 0.625 [0.000, 1.000] | not computed "
+        "| 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] "
+        "| 0.500 [0.250, 0.750] | 0.000 / 0.000 | 2.0 |"
+    ) in hotpotqa_section
+    musique_section = markdown.split("## musique\n")[1].split("\n## ")[0]
+    assert "comparison questions: 0, other questions: 1" in musique_section
+    assert "| not available | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] |" in musique_section
+    assert "| 1.000 / 2.000 | 6.0 |" in musique_section
+    untyped = baseline_table(sweep, [planned(sweep, "direct")], DATASETS).rows[0]
+    assert untyped["datasets"]["hotpotqa"]["em_comparison"] == {
+        "value": "not available",
+        "ci": None,
+        "n": None,
+    }
+    plain = baseline_table(sweep, [planned(sweep, "direct")], DATASETS).markdown()
+    assert "comparison questions: " not in plain  # no counts to state
+
+
+def test_em_by_kind_recorded_in_results_json_is_taken_as_it_is(sweep):
+    write_results(sweep / "direct", em=0.5)
+    write_results(sweep / "ircot", em=0.5)
+    for name, comparison in (("direct", 3), ("ircot", 2)):
+        path = sweep / name / "results.json"
+        recorded = json.loads(path.read_text())
+        hotpotqa = recorded["datasets"]["hotpotqa"]
+        hotpotqa.update(
+            em_comparison=0.75,
+            em_other=0.25,
+            containment=0.5,
+            comparison_episodes=comparison,
+            other_episodes=4 - comparison,
+            reads_run_per_episode=0.25,
+            reads_refused_per_episode=1.5,
+        )
+        hotpotqa["ci"]["em_comparison"] = interval(0.75, 0.5, 1.0, comparison)
+        path.write_text(json.dumps(recorded))
+    rows = [planned(sweep, "direct"), planned(sweep, "ircot")]
+    table = baseline_table(sweep, rows, DATASETS, types=TYPES)  # no trajectories: no join
+    direct = table.rows[0]["datasets"]["hotpotqa"]
+    assert direct["em_comparison"] == {"value": 0.75, "ci": [0.5, 1.0], "n": 3}
+    assert direct["em_other"] == {"value": 0.25, "ci": None, "n": 1}
+    assert direct["reads_refused_per_episode"] == {"value": 1.5, "ci": None}
+    assert "em_comparison" not in table.rows[0]["datasets"]["musique"]
+    section = table.markdown().split("## hotpotqa\n")[1].split("\n## ")[0]
+    assert "comparison questions: 3, other questions: 1" in section
+    assert (
+        "| 0.750 [0.500, 1.000] | 0.250 | 0.500 | 0.500 [0.250, 0.750] | 0.250 / 1.500 |" in section
+    )
+    # A row over other numbers of questions says so.
+    assert "| 0.750 [0.500, 1.000] (n=2) | 0.250 (n=2) | 0.500 |" in section

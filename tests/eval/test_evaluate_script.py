@@ -56,6 +56,9 @@ def test_three_datasets_in_one_command(scripted, tmp_path):
     assert macro.means["f1"].mean == pytest.approx(sum(d.f1 for d in datasets.values()) / 3)
     assert pooled.jd == macro.means["jd"] == "not computed"
     assert macro.datasets["supporting_sentence_recall"] == ["2wikimultihopqa"]
+    for part in (*datasets.values(), pooled):  # every question's type is known: EM by kind
+        assert part.comparison_episodes + part.other_episodes == part.episodes
+        assert 0.0 <= part.containment <= 1.0 and part.reads_run_per_episode is not None
     assert results.provenance["policy"] == {"kind": "scripted", "scripted_reads": 2}
     assert results.provenance["judge"] == {"kind": "none"}
     head = subprocess.run(

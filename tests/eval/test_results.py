@@ -66,6 +66,10 @@ def test_fields_added_later_read_as_none_and_stay_out_of_the_json():
     assert hotpotqa.generation_errors is None and hotpotqa.repeated_lines_dropped is None
     assert hotpotqa.token_episodes is None and results.overall.pooled.token_episodes is None
     assert hotpotqa.ladder is None and results.overall.pooled.ladder is None
+    for name in ("em_comparison", "em_other", "containment", "comparison_episodes"):
+        assert getattr(hotpotqa, name) is None and getattr(results.overall.pooled, name) is None
+    assert hotpotqa.reads_run_per_episode is None and hotpotqa.reads_refused_per_episode is None
+    assert "em_comparison" not in results.overall.macro.means
     assert isinstance(hotpotqa.ci["em"], Interval)
     assert hotpotqa.ci["em"].low <= hotpotqa.em <= hotpotqa.ci["em"].high
     assert isinstance(results.overall.macro.means["em"], Interval)

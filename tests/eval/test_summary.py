@@ -15,8 +15,10 @@ from grasp.eval.summary import (
     EpisodeScores,
     metric_values,
     overall_summary,
+    read_calls,
     summarize,
 )
+from grasp.types import ParseErrorKind, RefusalKind
 
 
 def _turns(n: int) -> list[TurnRecord]:
@@ -206,3 +208,127 @@ def test_token_counts_no_episode_made_are_not_recorded(trajectory):
         mixed.completion_tokens_per_episode,
         mixed.prompt_tokens_per_episode,
     ) == (20.0, 60.0, 800.0)
+
+
+@pytest.fixture
+def typed(trajectory):
+    """Six episodes with known EM and containment; the question types by question id."""
+    episodes = [
+        trajectory("c1#0", "Yes", ("yes",), {1}),  # EM 1, contains
+        trajectory("c2#0", "Film A", ("Film B",), {1}),  # EM 0
+        trajectory("o1#0", "Paris", ("Paris",), {1}),  # EM 1, contains
+        trajectory("o2#0", "It was Paris, France", ("Paris",), {1}),  # EM 0, contains
+        trajectory("o3#0", None, ("Rome",), {1}, stop_reason="turn_budget"),  # EM 0
+        trajectory("u1#0", "Oslo", ("Oslo",), {1}),  # EM 1, contains; its type unknown
+    ]
+    types = {
+        "c1": "comparison",  # HotpotQA
+        "c2": "bridge_comparison",  # 2WikiMultiHopQA
+        "o1": "bridge",
+        "o2": "2hop",  # MuSiQue
+        "o3": "compositional",
+    }
+    return episodes, types
+
+
+def test_em_is_split_into_comparison_and_other_questions(typed):
+    episodes, types = typed
+    scores = EpisodeScores.typed(episodes, types)
+    assert scores.question_types == {f"{q}#0": kind for q, kind in types.items()}
+    values = metric_values(episodes, scores)
+    assert values["em_comparison"] == [1.0, 0.0]
+    assert values["em_other"] == [1.0, 0.0, 0.0]
+    r = summarize(episodes, scores)
+    assert r.em == 0.5
+    assert (r.em_comparison, r.comparison_episodes) == (0.5, 2)
+    assert (r.em_other, r.other_episodes) == (pytest.approx(1 / 3), 3)  # u1 is in neither
+    assert (r.ci["em_comparison"].n, r.ci["em_other"].n) == (2, 3)
+    assert r.ci["em_comparison"].low <= 0.5 <= r.ci["em_comparison"].high
+    assert r.containment == pytest.approx(4 / 6)
+    assert r.ci["containment"].n == 6
+    data = r.to_json()
+    assert (data["em_comparison"], data["comparison_episodes"], data["other_episodes"]) == (
+        0.5,
+        2,
+        3,
+    )
+
+
+def test_without_question_types_em_by_kind_is_not_available(typed):
+    episodes, _ = typed
+    r = summarize(episodes)
+    assert r.em_comparison == r.em_other == NOT_AVAILABLE
+    assert r.comparison_episodes is None and r.other_episodes is None
+    assert "em_comparison" not in r.ci and "comparison_episodes" not in r.to_json()
+    assert r.containment == pytest.approx(4 / 6)  # containment needs no type
+
+
+def test_only_other_questions_leave_em_comparison_not_available(trajectory):
+    musique = [trajectory("m1#0", "Rome", ("Rome",), {1}, dataset="musique")]
+    r = summarize(musique, EpisodeScores.typed(musique, {"m1": "2hop"}))
+    assert (r.em_comparison, r.comparison_episodes) == (NOT_AVAILABLE, 0)
+    assert (r.em_other, r.other_episodes) == (1.0, 1)
+
+
+def test_macro_em_by_kind_averages_the_datasets_that_have_that_kind(trajectory):
+    hotpot = [
+        trajectory("h1#0", "yes", ("yes",), {1}),
+        trajectory("h2#0", "Oslo", ("Rome",), {1}),
+    ]
+    musique = [trajectory("m1#0", "Rome", ("Rome",), {1}, dataset="musique")]
+    overall = overall_summary(
+        {
+            "hotpotqa": (hotpot, EpisodeScores.typed(hotpot, {"h1": "comparison", "h2": "bridge"})),
+            "musique": (musique, EpisodeScores.typed(musique, {"m1": "3hop1"})),
+        }
+    )
+    assert (overall.pooled.em_comparison, overall.pooled.comparison_episodes) == (1.0, 1)
+    assert (overall.pooled.em_other, overall.pooled.other_episodes) == (0.5, 2)
+    macro = overall.macro
+    assert macro.means["em_comparison"].mean == 1.0 and macro.datasets["em_comparison"] == [
+        "hotpotqa"
+    ]
+    assert macro.means["em_other"].mean == 0.5  # (0 + 1) / 2
+    assert macro.datasets["em_other"] == ["hotpotqa", "musique"]
+    assert macro.means["containment"].mean == 0.75  # (1/2 + 1) / 2
+
+
+def _read(error: bool = False) -> TurnRecord:
+    call = {"name": "read_paragraph", "arguments": {"paragraph_id": 3}}
+    if error:
+        return TurnRecord(text="", call=call, error=RefusalKind.INVALID_CALL, observation="Error")
+    return TurnRecord(text="", call=call, observation="Paragraph 3 ...")
+
+
+def test_reads_that_ran_are_counted_apart_from_refused_read_calls(trajectory):
+    search = TurnRecord(text="", call={"name": "semantic_search", "arguments": {"query": "q"}})
+    unparsed = TurnRecord(text="", error=ParseErrorKind.MALFORMED_JSON)  # no read, no call
+    episodes = [
+        trajectory(
+            "a#0",
+            "x",
+            ("x",),
+            {3},
+            read={3},
+            turns=[search, _read(), _read(error=True), _read(), unparsed],
+            tool_calls={"semantic_search": 1, "read_paragraph": 3},
+            errors={"invalid_call": 1, "malformed_json": 1},
+        ),
+        trajectory(
+            "b#0",
+            "x",
+            ("x",),
+            {3},
+            turns=[_read(error=True), _read(error=True)],
+            tool_calls={"read_paragraph": 2},
+            errors={"invalid_call": 2},
+        ),
+        trajectory("c#0", "x", ("x",), {3}, turns=[search], tool_calls={"semantic_search": 1}),
+    ]
+    assert [read_calls(t) for t in episodes] == [(2, 1), (0, 2), (0, 0)]
+    r = summarize(episodes)
+    assert r.reads_run_per_episode == pytest.approx(2 / 3)
+    assert r.reads_refused_per_episode == 1.0
+    assert r.tool_calls_per_episode["read_paragraph"] == pytest.approx(5 / 3)  # both kinds
+    assert r.ci["reads_run_per_episode"].n == 3
+    assert r.ci["reads_refused_per_episode"].mean == 1.0

@@ -81,3 +81,5 @@ def test_score_episodes_exact_values(corpus, trajectory):
     q1 = frozenset({1, 3})
     assert scores.supporting_sentence_ids == {"q1#0": q1, "q1#1": q1, "q2#0": frozenset({4})}
     assert scores.verdicts is None
+    # Every episode's question type, sentence-level facts or not (EM by kind of question).
+    assert scores.question_types == dict.fromkeys(("q1#0", "q1#1", "q2#0", "q3#0"), "compositional")

@@ -43,8 +43,11 @@ def parts(trajectory):
             "h1#0": JudgeResult(Verdict.CORRECT, "yes"),
             "h2#0": JudgeResult(Verdict.UNPARSEABLE, "sure"),
         },
+        question_types={"h1#0": "comparison", "h2#0": "bridge"},
     )
-    musique_scores = EpisodeScores(verdicts={"m1#0": JudgeResult(Verdict.WRONG, "no")})
+    musique_scores = EpisodeScores(
+        verdicts={"m1#0": JudgeResult(Verdict.WRONG, "no")}, question_types={"m1#0": "2hop"}
+    )
     return {"hotpotqa": (hotpot, hotpot_scores), "musique": (musique, musique_scores)}
 
 
@@ -75,16 +78,22 @@ def test_quality_rows_hold_means_intervals_and_counts(parts):
     rows = [*summaries.items(), ("overall (pooled)", overall.pooled)]
     text = results_markdown("t", rows, PROVENANCE, CONFIG, overall.macro)
     lines = text.splitlines()
-    header = "|  | questions | EM | F1 | JD | recall | all gold | read recall | SS recall | turns |"
+    header = (
+        "|  | questions | EM | F1 | JD | EM comparison | EM other | containment | recall "
+        "| all gold | read recall | SS recall | turns |"
+    )
     assert header in lines
-    # hotpotqa: EM 1 and recall 1 for both; JD over the one parseable verdict; SS over h1 only.
+    # hotpotqa: EM 1 and recall 1 for both; JD over the one parseable verdict; SS over h1 only;
+    # one comparison question and one other, each exact.
     assert (
         "| hotpotqa | 2 | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] (n=1) "
+        "| 1.000 [1.000, 1.000] (n=1) | 1.000 [1.000, 1.000] (n=1) | 1.000 [1.000, 1.000] "
         "| 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] "
         "| 1.000 [1.000, 1.000] (n=1) | 1.000 [1.000, 1.000] |"
     ) in lines
     assert (
         "| musique | 1 | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] "
+        "| not available | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] "
         "| 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] "
         "| not available | 1.000 [1.000, 1.000] |"
     ) in lines
@@ -92,7 +101,9 @@ def test_quality_rows_hold_means_intervals_and_counts(parts):
     assert "0.667 [" in pooled.split(" | ")[2]  # EM 2 of 3
     macro = next(line for line in lines if line.startswith("| overall (macro) | 2 datasets | "))
     assert macro.split(" | ")[2].startswith("0.500 [")  # EM (1 + 0) / 2
-    assert macro.split(" | ")[8] == "1.000 [1.000, 1.000]"  # SS recall: hotpotqa only
+    assert macro.split(" | ")[5] == "1.000 [1.000, 1.000]"  # EM comparison: hotpotqa only
+    assert macro.split(" | ")[6].startswith("0.500 [")  # EM other: (1 + 0) / 2
+    assert macro.split(" | ")[11] == "1.000 [1.000, 1.000]"  # SS recall: hotpotqa only
 
 
 def test_cost_table_lists_tools_errors_unparseable_verdicts_and_stops(parts):
@@ -110,13 +121,31 @@ def test_cost_table_lists_tools_errors_unparseable_verdicts_and_stops(parts):
     text = results_markdown("t", rows, PROVENANCE, CONFIG)
     lines = text.splitlines()
     assert (
-        "|  | semantic_search | parse errors / turn | refused calls / turn | JD unparseable / failed "
-        "| stop reasons | generated tokens | wall s / question |"
+        "|  | semantic_search | reads ran / refused | parse errors / turn | refused calls / turn "
+        "| JD unparseable / failed | stop reasons | generated tokens | wall s / question |"
     ) in lines
-    assert "| hotpotqa | 1.00 | 0.000 | 0.000 | 1 / 0 | answered 1.00 | 41 | 0.250 |" in lines
     assert (
-        "| musique | 0.00 | 0.000 | 0.000 | 0 / 0 | answered 1.00 | not recorded | not recorded |"
+        "| hotpotqa | 1.00 | 0.00 / 0.00 | 0.000 | 0.000 | 1 / 0 | answered 1.00 | 41 | 0.250 |"
     ) in lines
+    assert (
+        "| musique | 0.00 | 0.00 / 0.00 | 0.000 | 0.000 | 0 / 0 | answered 1.00 | not recorded "
+        "| not recorded |"
+    ) in lines
+
+
+def test_results_written_before_em_by_kind_and_reads_say_not_recorded(trajectory):
+    older = dataclasses.replace(
+        summarize([trajectory("a#0", "Rome", ("Rome",), {1})]),
+        em_comparison=None,
+        em_other=None,
+        containment=None,
+        reads_run_per_episode=None,
+        reads_refused_per_episode=None,
+    )
+    lines = results_markdown("t", [("hotpotqa", older)], {}, {}).splitlines()
+    quality, cost = [line for line in lines if line.startswith("| hotpotqa |")]
+    assert quality.split(" | ")[5:8] == ["not recorded"] * 3
+    assert cost.split(" | ")[1] == "not recorded"
 
 
 def test_without_judge_the_jd_cells_say_not_computed(trajectory):
