@@ -63,6 +63,7 @@ A greedy evaluation repeats exactly at the same batching (``policy.max_batch_siz
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Sequence
@@ -185,6 +186,10 @@ class HFPolicy:
         decoder: ``"loop"`` (``LoopDecoder``, preallocated KV cache, no per-step sync) or
             ``"generate"`` (``generate``'s own loop, the former path); both give the same ids
             and log-probabilities (module docstring).
+        autocast_dtype: Generate under ``torch.autocast`` with this dtype: the compute dtype of
+            a model whose weights are kept in float32 for training (full fine-tuning's master
+            weights), so that rollouts run the matrix work in it as the loss does. None
+            generates in the weights' own dtype. Log-probabilities are float32 either way.
     """
 
     def __init__(
@@ -195,12 +200,14 @@ class HFPolicy:
         max_batch_size: int | None = None,
         reuse_cache: bool = False,
         decoder: str = "loop",
+        autocast_dtype: torch.dtype | None = None,
     ) -> None:
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be positive, got {max_batch_size}")
         if decoder not in DECODERS:
             raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
         self.decoder = decoder
+        self.autocast_dtype = autocast_dtype
         self.timer: PartTimer | None = None
         """When set, every call adds the time of its parts (prefill, decode forwards,
         log-probabilities, the rest) and a memory sample per forward to it (the benchmark's)."""
@@ -267,7 +274,7 @@ class HFPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.random.fork_rng(devices=self._rng_devices()):
+            with torch.random.fork_rng(devices=self._rng_devices()), self._precision():
                 torch.manual_seed(sampling.seed)
                 for continuation, chunk, rows in batches:
                     batch = [requests[i] for i in chunk]
@@ -277,6 +284,12 @@ class HFPolicy:
         finally:
             self.model.train(was_training)
         return [g for g in generations if g is not None]
+
+    def _precision(self) -> contextlib.AbstractContextManager:
+        """``torch.autocast`` to ``autocast_dtype`` when set, else nothing."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.model.device.type, dtype=self.autocast_dtype)
 
     def _weights_version(self) -> int:
         """A number that changes whenever a parameter is written in place (an optimizer

@@ -129,6 +129,13 @@ class GRPOSettings:
     bf16: bool = True
     """bf16 mixed precision (also on CPU: 2-3x faster there where the CPU has native bfloat16,
     slower where it has not; grasp.models.native_bfloat16)."""
+    rollout_autocast: bool = True
+    """Transformers rollouts and the run's evaluations generate under bf16 autocast when
+    ``bf16`` is on and the weights are float32 master weights (full fine-tuning without a
+    sharded optimizer), as the loss computes; false generates in float32 (on an H100/H200
+    about 12x less matrix throughput). LoRA and sharded runs hold bf16 weights: no change.
+    Log-probabilities are float32 in both. The run's results.json says what ran
+    (``precision``)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
     lora: LoraSettings = field(default_factory=LoraSettings)

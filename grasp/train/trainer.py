@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from grasp.config import default_index_dir
 from grasp.corpus import IndexConfig, build_index
 from grasp.corpus.index import SearchIndex
@@ -256,6 +258,7 @@ def run_training(
     main = process.is_main_process
     run_dir = Path(config.run_dir)
     setup = start_run(config, resolved, process)
+    log.info("precision: %s", precision(config.grpo, setup.loaded.model))
     fingerprint = evaluation_fingerprint(resolved)
     warm = None
     base_model = config.model
@@ -304,6 +307,7 @@ def run_training(
         else None
     )
     results = _results(config, setup.data, before, after, step)
+    results["precision"] = precision(config.grpo, setup.loaded.model)
     if warm is not None:
         results["warm_start"] = warm.summary()
     (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
@@ -439,6 +443,7 @@ def evaluation_engine(
         setup.loaded.tokenizer,
         max_batch_size=config.eval_max_batch_size,
         reuse_cache=config.grpo.reuse_cache,
+        autocast_dtype=rollout_autocast(config.grpo, model),
     )
     greedy = config.rollout.greedy()
     return RolloutEngine(env or setup.eval_env, policy, greedy, chat=setup.chat)
@@ -714,13 +719,40 @@ def sample_weights_step(trainer: Any, use_vllm: bool) -> int | None:
     return None if loaded is None or loaded < 0 else int(loaded)
 
 
+def rollout_autocast(grpo: GRPOSettings, model: Any) -> torch.dtype | None:
+    """The dtype transformers rollouts of ``model`` generate under (``HFPolicy``'s
+    ``autocast_dtype``): bfloat16 when the run computes in bf16 and ``model`` holds float32
+    weights (full fine-tuning's master weights), unless ``grpo.rollout_autocast`` is off;
+    None (the weights' own dtype) otherwise."""
+    weights = model.get_input_embeddings().weight.dtype
+    if grpo.bf16 and grpo.rollout_autocast and weights == torch.float32:
+        return torch.bfloat16
+    return None
+
+
+def precision(grpo: GRPOSettings, model: Any) -> dict[str, str]:
+    """What ran in which dtype (results.json's ``precision``, logged at the start)."""
+    weights = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
+    autocast = rollout_autocast(grpo, model)
+    mixed = "bfloat16 autocast" if grpo.bf16 else "float32"
+    return {
+        "weights": weights,
+        "rollouts": f"{str(autocast).removeprefix('torch.')} autocast" if autocast else weights,
+        "loss": mixed if weights == "float32" else weights,
+        "logprobs": "float32",
+    }
+
+
 def _policy_factory(config: TrainConfig, tokenizer: Any):
     """How the rollout reaches the current weights: the trainer's model, or its vLLM engine."""
 
     def policy_for(trainer: Any):
         if not config.grpo.use_vllm:
             model = trainer.accelerator.unwrap_model(trainer.model)
-            return HFPolicy(model, tokenizer, reuse_cache=config.grpo.reuse_cache)
+            autocast = rollout_autocast(config.grpo, model)
+            return HFPolicy(
+                model, tokenizer, reuse_cache=config.grpo.reuse_cache, autocast_dtype=autocast
+            )
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 
         generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config
