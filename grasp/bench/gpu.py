@@ -1,10 +1,10 @@
-"""The GPU check of the paper-scale path, on a randomly initialised Qwen2.5-3B: one JSON.
+"""The GPU check's model phases, on a randomly initialised Qwen2.5-3B.
 
-Phases, each on its own (its failure becomes its ``error``, and the JSON is rewritten after
-every phase): ``grpo_step`` (one GRPO micro-batch and optimizer step, full fine-tuning and
-LoRA), ``rollout_hf`` (``HFPolicy`` generation) and ``dense_search`` (exact top-k, torch on the
-GPU against FAISS or NumPy on the CPU). ``main(argv)`` is the command line of
-``scripts/gpu_check.py``, whose docstring says what each phase measures and how to run it.
+``grpo_step`` (one GRPO micro-batch and optimizer step, full fine-tuning and LoRA),
+``rollout_hf`` (``HFPolicy`` generation) and ``dense_search`` (exact top-k, torch on the GPU
+against FAISS or NumPy on the CPU). ``grasp/bench/gpu_driver.py`` runs each in a process of
+its own, with its time cap; ``scripts/gpu_check.py``'s docstring says what each measures and
+how to run the check.
 
 Imports only torch, numpy and grasp modules that need nothing more at import time;
 transformers, tokenizers, peft and faiss are imported by the phases that use them: the GPU
@@ -13,17 +13,11 @@ machine has torch and transformers, not trl, datasets or faiss.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import importlib.metadata
-import json
 import os
-import platform
 import time
-import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +29,8 @@ from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import GenerationRequest, SamplingConfig
 
 CONFIG = REPO_ROOT / "configs" / "gpu_check" / "qwen2.5_3b_config.json"
+Progress = Callable[[dict], None] | None
+"""Called with a phase's result so far, so that a phase stopped at its time cap keeps it."""
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -68,19 +64,6 @@ class Shapes:
 
 PAPER = Shapes(4, [2048, 8192], 768, [16, 64, 160], 1024, 512, 3_600_000, 768, 256, 50, 2)
 DRY = Shapes(2, [48], 16, [3], 12, 6, 3000, 32, 8, 5, 1)
-
-
-@dataclass
-class Report:
-    """The JSON the check writes, rewritten after every phase."""
-
-    environment: dict[str, Any]
-    shapes: dict[str, Any]
-    model: dict[str, Any] = field(default_factory=dict)
-    grpo_step: dict[str, Any] = field(default_factory=dict)
-    rollout_hf: dict[str, Any] = field(default_factory=dict)
-    dense_search: dict[str, Any] = field(default_factory=dict)
-    elapsed_s: float = 0.0
 
 
 def model_config(dry_run: bool) -> Any:
@@ -238,8 +221,11 @@ def measure_step(
     return {"micro_batch_s": round(min(micro), 3), "optimizer_step_s": round(step, 3)}
 
 
-def grpo_phase(mode: str, config: Any, shapes: Shapes, device: torch.device) -> dict:
-    """Full fine-tuning (fp32 master, bf16 autocast) or LoRA: per context length, time and memory."""
+def grpo_phase(
+    mode: str, config: Any, shapes: Shapes, device: torch.device, progress: Progress = None
+) -> dict:
+    """Full fine-tuning (fp32 master, bf16 autocast) or LoRA: per context length, time and
+    memory; ``progress(result)`` after each length (a phase stopped at its cap keeps them)."""
     reset_memory(device)
     lora = mode == "lora"
     dtype_name = load_dtype_for_training(ModelConfig(dtype="bfloat16"), lora, sharded=False)
@@ -294,14 +280,19 @@ def grpo_phase(mode: str, config: Any, shapes: Shapes, device: torch.device) -> 
             result["by_seq_len"][str(seq_len)] = {"error": f"OutOfMemoryError: {error}"[:300]}
             optimizer.zero_grad(set_to_none=True)
             reset_memory(device)
+        if progress is not None:
+            progress(result)
     return result
 
 
 # ------------------------------------------------------------------ rollout
 
 
-def rollout_phase(config: Any, shapes: Shapes, device: torch.device) -> dict:
-    """HFPolicy on a bf16 model: generated tokens per second and peak memory per batch size."""
+def rollout_phase(
+    config: Any, shapes: Shapes, device: torch.device, progress: Progress = None
+) -> dict:
+    """HFPolicy on a bf16 model: generated tokens per second and peak memory per batch size;
+    ``progress(result)`` after each batch size."""
     reset_memory(device)
     model = random_model(config, torch.bfloat16, device).eval()
     tokenizer = byte_tokenizer()
@@ -337,6 +328,8 @@ def rollout_phase(config: Any, shapes: Shapes, device: torch.device) -> dict:
             "errors": len(errors),
             "first_error": errors[0][:300] if errors else None,
         }
+        if progress is not None:
+            progress(results)
     return results
 
 
@@ -395,109 +388,3 @@ def dense_phase(shapes: Shapes, device: torch.device) -> dict:
         "topk_overlap": round(float(overlap), 4),
         "speedup": round(cpu_s / gpu_s, 1) if gpu_s > 0 else None,
     }
-
-
-# ------------------------------------------------------------------ driver
-
-
-def environment(dry_run: bool, device: torch.device) -> dict[str, Any]:
-    import transformers
-
-    versions = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "numpy": np.__version__,
-    }
-    for name in ("peft", "faiss-cpu", "faiss-gpu-cu12", "trl", "vllm", "tokenizers"):
-        try:  # read from the installed metadata: importing trl alone takes seconds
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return {"dry_run": dry_run, "device": str(device), "gpu": gpu, "versions": versions}
-
-
-def run_phase(
-    report: Report, section: str, key: str | None, fn: Callable[[], dict], run: RunSettings
-) -> None:
-    """Run one phase into ``report.<section>[key]``, its failure recorded; rewrite the JSON."""
-    if time.perf_counter() - run.started > run.budget_s:
-        result = {"skipped": f"time budget of {run.budget_s:.0f} s spent before this phase"}
-    else:
-        try:
-            result = fn()
-        except Exception as error:  # noqa: BLE001 - one failed phase must not lose the others
-            result = {
-                "error": f"{type(error).__name__}: {error}"[:500],
-                "traceback": traceback.format_exc()[-2000:],
-            }
-    target = getattr(report, section)
-    if key is None:
-        target.update(result)
-    else:
-        target[key] = result
-    report.elapsed_s = round(time.perf_counter() - run.started, 1)
-    write(report, run.out)
-    label = section if key is None else f"{section}.{key}"
-    print(f"[{report.elapsed_s:7.1f} s] {label}: {'error' if 'error' in result else 'done'}")
-
-
-@dataclass
-class RunSettings:
-    """Where the JSON goes and how long the check may start phases."""
-
-    out: Path
-    """The JSON file, rewritten after every phase."""
-    budget_s: float
-    """No phase starts once this many seconds have passed since ``started``."""
-    started: float
-    """``time.perf_counter()`` when the check began."""
-
-
-def write(report: Report, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(report), indent=2))
-    os.replace(tmp, out)
-
-
-def main(argv: list[str] | None = None, description: str | None = None) -> int:
-    """The command line (``--out``, ``--dry-run``, ``--budget-s``): run every phase, write the
-    JSON, print its start; returns the exit status. ``description`` heads ``--help``."""
-    parser = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/gpu_check.json"))
-    parser.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU")
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        default=420.0,
-        help="start no phase after this many seconds (the whole check < 8 min)",
-    )
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    if not args.dry_run and not torch.cuda.is_available():
-        parser.error("no CUDA GPU here: use --dry-run for the CPU check at tiny shapes")
-    device = torch.device("cpu" if args.dry_run else f"cuda:{torch.cuda.current_device()}")
-    shapes = DRY if args.dry_run else PAPER
-    config = model_config(args.dry_run)
-    report = Report(environment(args.dry_run, device), asdict(shapes))
-    report.model = {
-        "config": str(CONFIG.relative_to(CONFIG.parents[2])),
-        "dry_run_override": args.dry_run,
-        "vocab_size": config.vocab_size,
-        "layers": config.num_hidden_layers,
-        "hidden_size": config.hidden_size,
-        "tokenizer": "byte-level, built in the script (0 bytes carried)",
-    }
-    run = RunSettings(args.out, args.budget_s, started)
-    phases = [
-        ("grpo_step", "full_fp32_master", lambda: grpo_phase("full", config, shapes, device)),
-        ("grpo_step", "lora", lambda: grpo_phase("lora", config, shapes, device)),
-        ("rollout_hf", None, lambda: rollout_phase(config, shapes, device)),
-        ("dense_search", None, lambda: dense_phase(shapes, device)),
-    ]
-    for section, key, fn in phases:
-        run_phase(report, section, key, fn, run)
-    print(json.dumps(asdict(report), indent=1)[:4000])
-    return 0

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 
 from grasp.eval.jsonl import end_last_line
@@ -31,7 +32,8 @@ class MetricsFileCallback(TrainerCallback):
     TRL logs the loss, KL, each reward term's std (``rewards/R_A/std``...) and the rollout
     statistics ``log_rollout`` reports (``reward/R_A``, ``tools/...``, ``stop/...``,
     ``time/rollout_s``); TRL's copies of the terms' means (``rewards/R_A/mean``) are left out
-    (``LEFT_OUT``). This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout).
+    (``LEFT_OUT``). This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout)
+    and, on a GPU, ``memory/peak_gib`` (the step's peak of allocated memory, this process).
     """
 
     def __init__(self, run_dir: Path) -> None:
@@ -49,6 +51,8 @@ class MetricsFileCallback(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()
 
     def on_step_end(self, args, state, control, **kwargs):
         self._last_step_s = time.perf_counter() - self._step_started
@@ -65,6 +69,8 @@ class MetricsFileCallback(TrainerCallback):
             record["time/step_s"] = self._last_step_s
             record[ROLLOUT_SECONDS_KEY] = rollout_s
             record["time/update_s"] = max(self._last_step_s - rollout_s, 0.0)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            record["memory/peak_gib"] = torch.cuda.max_memory_allocated() / 2**30  # this step
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self._opened:
             # A run killed mid-write left a torn last line: end it, so that the next record
