@@ -32,6 +32,7 @@ from grasp.data import DataSource, load_questions, sample_questions
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.context import observation_tokens, read_trajectories
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.eval.provenance import code_version
 from grasp.eval.summary import summarize
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.config import DevCurveSettings
@@ -177,7 +178,13 @@ class DevCurve:
         for dev in self.dev_sets:
             engine = self.engine_for(dev.env, model)
             fingerprint = {**self.fingerprint, "dev_curve_dataset": dev.dataset}
-            evaluate_policy(engine, dev.questions, folder / dev.dataset, fingerprint=fingerprint)
+            evaluate_policy(
+                engine,
+                dev.questions,
+                folder / dev.dataset,
+                fingerprint=fingerprint,
+                provenance={"code": code_version()},  # each batch's commit in rollout_log.jsonl
+            )
         self.rewrite()
         return self.line(step)
 

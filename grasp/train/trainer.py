@@ -486,7 +486,10 @@ def evaluate_model(
     generation error (out of memory...): a broken backend must not read as a score near 0."""
     engine = evaluation_engine(config, setup, model)
     fingerprint = folder_fingerprint(out_dir, fingerprint)
-    return evaluate_policy(engine, setup.data.eval, out_dir, fingerprint=fingerprint).results
+    provenance = {"code": code_version()}  # each batch's commit in rollout_log.jsonl
+    return evaluate_policy(
+        engine, setup.data.eval, out_dir, fingerprint=fingerprint, provenance=provenance
+    ).results
 
 
 def folder_fingerprint(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pytest
 
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.env.episode import TurnRecord
+from grasp.eval.provenance import code_version
 from grasp.reward import RewardConfig, compute_reward
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy
@@ -132,6 +133,11 @@ def test_the_curve_plays_the_same_questions_at_each_step_and_rebuilds_its_file(
             .splitlines()
         ]
         assert ids == [q.question_id for q in tiny_questions[:2]]
+        # Each batch records the commit that played it, as the baseline table's evaluations do.
+        log = tmp_path / "dev_curve" / step / "hotpotqa" / "rollout_log.jsonl"
+        codes = [json.loads(line)["code"] for line in log.read_text().splitlines()]
+        assert codes and all(code == code_version() for code in codes)
+        assert set(codes[0]) == {"git_commit", "git_dirty"}  # recorded (null when it was not)
     assert curve.done(0) and curve.done(25) and not curve.done(50)
     assert played == ["warm start", "warm start", "step 25", "step 25"]
     curve.evaluate(0, "again")  # a finished step: nothing played again, the file as before
