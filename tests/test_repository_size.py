@@ -22,11 +22,12 @@ import pytest
 
 from grasp.paths import REPO_ROOT
 
-BUDGET_BYTES = 70_000_000
+BUDGET_BYTES = 80_000_000
 """Every tracked file but a run's committed checkpoint. 64.4 MB once the superseded runs'
-adapters went and run 2's were stored in bfloat16, plus room for a run's warm start and dev
-curve; the target is under 50 MB, reached when the demo's policy comes from a newer run and
-run 2's adapters (19.6 MB) go too."""
+adapters went and run 2's were stored in bfloat16, plus the run in progress in
+results/cpu_grasp_v2 (its warm start's float32 adapter, 9.8 MB, and its dev curve) and a
+little room. The target is under 50 MB: run 2's adapters (19.6 MB) go when the demo's policy
+comes from the newer run, and that run's adapters are stored in bfloat16 once it finishes."""
 CHECKPOINT_BYTES = 35_000_000
 """One LoRA checkpoint of a CPU run: a rank-8 SmolLM2 adapter and its AdamW state, 29 MB."""
 PLAIN_LIMIT_BYTES = 1_000_000

@@ -48,6 +48,8 @@ class Phase:
     cap_s: float
     """Seconds it may run on the GPU machine (a dry run on the CPU gets ``dry_cap_s``)."""
     dry_cap_s: float = 300.0
+    """The cap of a dry run (tiny shapes on a CPU, where the trainer's start-up alone takes
+    longer than on the GPU machine)."""
 
     @property
     def section(self) -> str:
@@ -98,6 +100,7 @@ class RunSettings:
     child_args: list[str] = field(default_factory=list)
     """Arguments every phase's process gets (``--dry-run``, ``--work``, tokenizers)."""
     dry_run: bool = False
+    """Tiny shapes on the CPU: each phase gets its ``dry_cap_s``."""
 
 
 def environment(dry_run: bool, device: str) -> dict[str, Any]:

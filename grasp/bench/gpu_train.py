@@ -62,6 +62,7 @@ class TrainSetup:
     device: str
     """cuda (the GPU run) or cpu (a dry run)."""
     dry_run: bool
+    """Tiny shapes: a 2-layer policy and a one-pass warm start, to show that every part runs."""
 
     @property
     def policy(self) -> Path:
