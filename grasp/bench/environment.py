@@ -27,9 +27,10 @@ def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]
     chosen = questions[: max(1, episodes // group)]
     engine = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(group_size=group), chat=chat)
     batch = engine.run(chosen)
-    calls = sum(sum(t.tool_calls.values()) + sum(t.errors.values()) for t in batch.trajectories)
+    trajectories = batch.scored(engine.config.reward)
+    calls = sum(sum(t.tool_calls.values()) + sum(t.errors.values()) for t in trajectories)
     return {
-        "episodes": len(batch.trajectories),
+        "episodes": len(trajectories),
         "tool_calls": calls,
         "environment_s": batch.timings.environment,
         "tool_calls_per_s": calls / batch.timings.environment,
@@ -55,11 +56,12 @@ def run_benchmark(config: BenchEnvConfig) -> dict[str, Any]:
     engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
     batch = engine.run(questions[: config.hf_questions])
     t = batch.timings
-    generated = sum(tr.generated_tokens for tr in batch.trajectories)
+    trajectories = batch.scored(config.rollout.reward)
+    generated = sum(tr.generated_tokens for tr in trajectories)
     results["hf_rollout"] = {
         "questions": config.hf_questions,
         "turns": t.turns,
-        "tool_calls": sum(sum(tr.tool_calls.values()) for tr in batch.trajectories),
+        "tool_calls": sum(sum(tr.tool_calls.values()) for tr in trajectories),
         "generation_s": t.generation,
         "environment_s": t.environment,
         "total_s": t.total,

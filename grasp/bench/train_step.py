@@ -29,7 +29,7 @@ def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
     import torch
 
     model = trainer.accelerator.unwrap_model(trainer.model)
-    traces = [t.tokens for t in batch.trajectories]
+    traces = list(batch.traces)
     new_tokens = max(1, round(sum(sum(t.env_mask) for t in traces) / len(traces)))
     width = max(len(t.prompt_ids) for t in traces)
     pad = trainer.processing_class.pad_token_id or 0

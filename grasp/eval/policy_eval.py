@@ -155,14 +155,15 @@ def roll_out(
             chunk = todo[start : start + batch_questions]
             started = time.perf_counter()
             batch = engine.run(chunk)
+            trajectories = batch.scored(engine.config.reward)
             with path.open("a") as handle:
-                for trajectory in batch.trajectories:
+                for trajectory in trajectories:
                     handle.write(json.dumps(trajectory.to_json(save_tokens)) + "\n")
             wall = time.perf_counter() - started
             with log_path.open("a") as handle:
                 line = _log_line(run_id, chunk, batch.timings, wall, provenance)
                 handle.write(json.dumps(line) + "\n")
-            for trajectory in batch.trajectories:
+            for trajectory in trajectories:
                 if finished.add(trajectory) and failed(trajectory):
                     errors += 1
             bar.update(len(chunk))

@@ -3,11 +3,14 @@
 Each turn is a straight line: stop the episodes whose context is full (token_budget) or whose
 time is up (wall_clock_budget, when ``max_episode_seconds`` is set); one generation call for every running episode; one ``env.step`` (which parses every turn and runs
 each tool's calls as one batched call); the observations it returns are appended, as inserted
-ids, to each episode's token trace. Repeat until every episode has stopped; then score each
-episode with the reward and return the trajectories.
+ids, to each episode's token trace. Repeat until every episode has stopped, and return the
+finished episodes with their traces. The engine does not score them: its caller does, from
+each episode's evidence (``batch.scored(reward)``, which calls ``grasp.reward.compute_reward``),
+so that the reward is a hop of its own in training and evaluation alike.
 
     engine = RolloutEngine(env, policy, RolloutConfig(group_size=4), chat=chat_tokenizer)
     batch = engine.run(questions)
+    trajectories = batch.scored(engine.config.reward)
 """
 
 from __future__ import annotations
@@ -85,8 +88,20 @@ Running = tuple[Episode, TokenTrace | None]
 
 @dataclass
 class RolloutBatch:
-    trajectories: list[Trajectory]
+    """What one ``RolloutEngine.run`` played: every episode, stopped, with its token trace."""
+
+    episodes: list[Episode]
+    """The B x G episodes, a question's G samples in a row."""
+    traces: list[TokenTrace | None]
+    """Each episode's token trace (None without token bookkeeping)."""
     timings: RolloutTimings
+
+    def scored(self, reward: RewardConfig) -> list[Trajectory]:
+        """The trajectories, each scored by ``compute_reward`` from its episode's evidence."""
+        return [
+            Trajectory.from_episode(episode, compute_reward(episode.evidence(), reward), trace)
+            for episode, trace in zip(self.episodes, self.traces, strict=True)
+        ]
 
 
 class RolloutEngine:
@@ -152,12 +167,8 @@ class RolloutEngine:
             timings.generation += t1 - t0
             self._step(turn, generations)
             timings.environment += time.perf_counter() - t1
-        trajectories = []
-        for episode, trace in zip(episodes, traces, strict=True):
-            reward = compute_reward(episode.evidence(), self.config.reward)
-            trajectories.append(Trajectory.from_episode(episode, reward, trace))
         timings.total = time.perf_counter() - started
-        return RolloutBatch(trajectories, timings)
+        return RolloutBatch(episodes, traces, timings)
 
     # ------------------------------------------------------------------ one turn
 

@@ -138,7 +138,7 @@ class GraspRollout:
             policy=policy,
         )
         generation, environment = batch.timings.generation, batch.timings.environment
-        trajectories = batch.trajectories
+        trajectories = batch.scored(self.engine.config.reward)
         sampling: dict[str, float] = {}
         if self.dynamic_sampling.enabled and trainer.model.training:
             trajectories, sampling, extra = self._resample(
@@ -209,7 +209,7 @@ class GraspRollout:
             )
             extra_generation += batch.timings.generation
             extra_environment += batch.timings.environment
-            fresh = batch.trajectories
+            fresh = batch.scored(self.engine.config.reward)
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
         totals = [[t.reward.total for t in g] for g in groups]
         selection = select_groups(totals, needed)

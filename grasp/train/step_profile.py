@@ -146,8 +146,7 @@ class StepProfiler:
             self._add("environment", batch.timings.environment)
             tokens = self._tokens
             tokens.turns += batch.timings.turns
-            for trajectory in batch.trajectories:
-                trace = trajectory.tokens
+            for trace in batch.traces:
                 tokens.trajectories += 1
                 tokens.prompt += len(trace.prompt_ids)
                 tokens.generated += sum(trace.env_mask)

@@ -694,10 +694,11 @@ def make_grpo_trainer(
 
     def save_sample(step: int) -> None:
         batch = sample_engine.run(sample, policy=policy_for(trainer))
+        trajectories = batch.scored(config.rollout.reward)
         weights = sample_weights_step(trainer, config.grpo.use_vllm)
-        for trajectory in batch.trajectories:
+        for trajectory in trajectories:
             trajectory.extra[WEIGHTS_STEP_KEY] = weights
-        write_trajectories(batch.trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
+        write_trajectories(trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
 
     trainer.add_callback(TrajectorySampleCallback(config.trajectories_every, save_sample))
     return trainer

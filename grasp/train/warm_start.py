@@ -196,7 +196,7 @@ def scripted_episodes(
             continue
         policy = HeuristicSearchPolicy(reads=settings.reads, assistant_prefix=prefix, plan=plan)
         engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
-        episodes.extend(engine.run(share).trajectories)
+        episodes.extend(engine.run(share).scored(rollout.reward))
     return episodes
 
 

@@ -13,6 +13,7 @@ from grasp.baselines.backend import Backend
 from grasp.baselines.config import AdaptiveSettings
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.env.episode import TurnRecord
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.policy import Generation, GenerationRequest, Policy, SamplingConfig
 from grasp.rollout.trajectory import Trajectory
@@ -27,7 +28,7 @@ def run(index, questions, backend: Backend, tools=None, top_k=3, budget=4, **con
     )
     policy = make_baseline(BaselineConfig(**config), backend, env.config)
     assert isinstance(policy, Policy)
-    return RolloutEngine(env, policy, RolloutConfig()).run(questions).trajectories
+    return RolloutEngine(env, policy, RolloutConfig()).run(questions).scored(DEFAULT_REWARD_CONFIG)
 
 
 def calls(trajectory: Trajectory) -> list[tuple[str, dict]]:
@@ -177,7 +178,11 @@ def test_ircot_queries_are_cut_to_the_env_limit_and_never_empty(tiny_index, tiny
     llm, backend = canned(reason=lambda r: next(replies), answer="Auckland")
     env = RetrievalEnvironment(tiny_index, EnvConfig(top_k=2, turn_budget=4, max_query_chars=30))
     policy = make_baseline(BaselineConfig(kind="ircot"), backend, env.config)
-    [t] = RolloutEngine(env, policy, RolloutConfig()).run(tiny_questions[1:2]).trajectories
+    [t] = (
+        RolloutEngine(env, policy, RolloutConfig())
+        .run(tiny_questions[1:2])
+        .scored(DEFAULT_REWARD_CONFIG)
+    )
     question = tiny_questions[1].question
     assert calls(t) == [
         ("semantic_search", {"query": question[:30].strip()}),

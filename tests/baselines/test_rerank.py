@@ -15,6 +15,7 @@ from grasp.baselines.episode import Passage
 from grasp.baselines.rerank import CrossEncoderReranker, pair_text
 from grasp.baselines.single_step import SingleStepPolicy
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.types import ToolName
 
@@ -84,7 +85,11 @@ def test_single_step_answers_from_the_reranked_top_k(
     env = RetrievalEnvironment(tiny_index, EnvConfig(top_k=6, turn_budget=3))
     config = BaselineConfig(kind="single_step", context_k=2)
     policy = SingleStepPolicy(backend, config, env.config, reranker=reranker)
-    [t] = RolloutEngine(env, policy, RolloutConfig()).run(tiny_questions[1:2]).trajectories
+    [t] = (
+        RolloutEngine(env, policy, RolloutConfig())
+        .run(tiny_questions[1:2])
+        .scored(DEFAULT_REWARD_CONFIG)
+    )
     hits = t.turns[0].hits
     assert len(hits) == 6
     corpus = tiny_index.corpus

@@ -17,6 +17,7 @@ from grasp.baselines.backend import Backend
 from grasp.baselines.config import IndexRouterSettings, SelfRAGSettings
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import PolicyConfig
 from grasp.rollout.trajectory import Trajectory
@@ -28,7 +29,7 @@ REWRITE = "Query: Edmund Hillary birthplace"
 def run(index, questions, backend: Backend, budget=5, summary=None, **config):
     env = RetrievalEnvironment(index, EnvConfig(tools=TOOLS, top_k=3, turn_budget=budget))
     policy = make_baseline(BaselineConfig(**config), backend, env.config, index_summary=summary)
-    return RolloutEngine(env, policy, RolloutConfig()).run(questions).trajectories
+    return RolloutEngine(env, policy, RolloutConfig()).run(questions).scored(DEFAULT_REWARD_CONFIG)
 
 
 def calls(trajectory: Trajectory) -> list[tuple[str, dict]]:

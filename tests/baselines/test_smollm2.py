@@ -10,6 +10,7 @@ from grasp.baselines.factory import make_baseline
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.eval.summary import summarize
 from grasp.metrics import paragraph_recall
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import PolicyConfig
 from grasp.rollout.policy import SamplingConfig
@@ -34,7 +35,7 @@ def direct(env):
 
 def rollout(env, policy, questions):
     config = RolloutConfig(sampling=SamplingConfig(temperature=0.0, max_new_tokens=64))
-    return RolloutEngine(env, policy, config).run(questions).trajectories
+    return RolloutEngine(env, policy, config).run(questions).scored(DEFAULT_REWARD_CONFIG)
 
 
 def test_direct_and_single_step_with_smollm2(env, direct, tiny_index, tiny_questions):

@@ -10,7 +10,7 @@ import pytest
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.env.parser import parse_turn
 from grasp.env.tool_specs import tool_schema, tool_specs
-from grasp.reward import RewardConfig, compute_reward
+from grasp.reward import DEFAULT_REWARD_CONFIG, RewardConfig, compute_reward
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy, tool_call_text
 from grasp.rollout.trajectory import Trajectory
@@ -209,7 +209,7 @@ def test_the_heuristic_plan_reads_by_handle_and_every_read_runs(tiny_index, tiny
     plan = ["semantic_search", "keyword_search", "read_paragraph", "read_paragraph", "answer"]
     engine = RolloutEngine(env, HeuristicSearchPolicy(plan=plan), RolloutConfig(group_size=1))
     batch = engine.run(list(tiny_questions))
-    for trajectory in batch.trajectories:
+    for trajectory in batch.scored(DEFAULT_REWARD_CONFIG):
         reads = [t for t in trajectory.turns if t.call and t.call["name"] == "read_paragraph"]
         assert reads and all(t.error is None and t.read is not None for t in reads)
         hits = [t.call["arguments"]["hit"] for t in reads]

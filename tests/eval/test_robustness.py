@@ -22,6 +22,7 @@ from grasp.eval.robustness_metrics import (
     top_k_share,
 )
 from grasp.paths import REPO_ROOT
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 
@@ -82,7 +83,7 @@ def injected_index(tmp_path_factory, attack):
 
 def roll_out(index, policy, questions, env=ENV):
     engine = RolloutEngine(RetrievalEnvironment(index, env), policy, RolloutConfig())
-    return engine.run(questions).trajectories
+    return engine.run(questions).scored(DEFAULT_REWARD_CONFIG)
 
 
 def test_a_policy_that_obeys_the_injections_is_attacked_every_time(

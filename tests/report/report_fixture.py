@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.policy import GenerationRequest
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
@@ -108,11 +109,15 @@ def build_run_dir(run_dir: Path, index, questions) -> Path:
         callback.on_step_begin(None, state, None)
         batch = _engine(index, script).run(questions, group_size=GROUP)
         callback.on_step_end(None, state, None)
-        logs = {"loss": 0.1 / step, "kl": 0.01 * step, **rollout_metrics(batch.trajectories, GROUP)}
+        logs = {
+            "loss": 0.1 / step,
+            "kl": 0.01 * step,
+            **rollout_metrics(batch.scored(DEFAULT_REWARD_CONFIG), GROUP),
+        }
         logs[ROLLOUT_SECONDS_KEY] = batch.timings.total
         callback.on_log(None, state, None, logs=logs)
         if step % TRAJECTORIES_EVERY == 0:
-            sample = _engine(index, script).run(questions[:2]).trajectories
+            sample = _engine(index, script).run(questions[:2]).scored(DEFAULT_REWARD_CONFIG)
             write_trajectories(sample, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
     # TRL's closing record: no reward, a train_runtime; the report leaves it out of the curves.
     final = SimpleNamespace(global_step=STEPS, is_world_process_zero=True)

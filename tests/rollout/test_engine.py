@@ -7,6 +7,7 @@ from transformers import AutoTokenizer
 
 from grasp.env.environment import EnvConfig, FinalMessagePolicy, RetrievalEnvironment
 from grasp.models import ModelConfig, prepare_model, qwen2_5_template
+from grasp.reward import DEFAULT_REWARD_CONFIG, RewardConfig, compute_reward
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.policy import Generation, SamplingConfig
@@ -43,8 +44,8 @@ def test_prompt_renders_the_tools_and_ends_with_the_assistant_header(
 def test_generated_tokens_never_contain_observation_text(env, chat, tokenizer, tiny_questions):
     policy = HeuristicSearchPolicy(reads=2)
     batch = RolloutEngine(env, policy, RolloutConfig(group_size=2), chat=chat).run(tiny_questions)
-    assert len(batch.trajectories) == 6
-    for trajectory in batch.trajectories:
+    assert len(batch.scored(DEFAULT_REWARD_CONFIG)) == 6
+    for trajectory in batch.scored(DEFAULT_REWARD_CONFIG):
         trace = trajectory.tokens
         assert len(trace.completion_ids) == len(trace.env_mask) == len(trace.logprobs)
         assert trajectory.prompt_tokens + trajectory.completion_tokens == trace.length
@@ -72,7 +73,7 @@ def test_the_trace_is_the_conversation_the_template_renders(env, chat, tokenizer
     batch = RolloutEngine(env, HeuristicSearchPolicy(), RolloutConfig(), chat=chat).run(
         tiny_questions[:1]
     )
-    trajectory = batch.trajectories[0]
+    trajectory = batch.scored(DEFAULT_REWARD_CONFIG)[0]
     episode_messages = env.reset(tiny_questions[0]).messages
     for turn in trajectory.turns:
         episode_messages.append({"role": "assistant", "content": turn.text})
@@ -89,10 +90,12 @@ def test_group_samples_share_a_group_id(env, tiny_questions):
         tiny_questions
     )
     groups = {}
-    for trajectory in batch.trajectories:
+    for trajectory in batch.scored(DEFAULT_REWARD_CONFIG):
         groups.setdefault(trajectory.group_id, set()).add(trajectory.question_id)
     assert len(groups) == 3 and all(len(ids) == 1 for ids in groups.values())
-    assert sorted(t.sample_index for t in batch.trajectories if t.group_id == 0) == [0, 1, 2, 3]
+    assert sorted(
+        t.sample_index for t in batch.scored(DEFAULT_REWARD_CONFIG) if t.group_id == 0
+    ) == [0, 1, 2, 3]
 
 
 def test_one_generation_call_per_turn_for_all_episodes(env, tiny_questions):
@@ -105,14 +108,18 @@ def test_one_generation_call_per_turn_for_all_episodes(env, tiny_questions):
 
     batch = RolloutEngine(env, Counting(reads=1), RolloutConfig(group_size=2)).run(tiny_questions)
     assert calls[0] == 6
-    assert len(calls) == batch.timings.turns == max(t.turns_used for t in batch.trajectories)
+    assert (
+        len(calls)
+        == batch.timings.turns
+        == max(t.turns_used for t in batch.scored(DEFAULT_REWARD_CONFIG))
+    )
 
 
 def test_token_budget_stops_an_episode(env, chat, tiny_questions):
     config = RolloutConfig(max_context_tokens=1)  # smaller than any prompt
     batch = RolloutEngine(env, HeuristicSearchPolicy(), config, chat=chat).run(tiny_questions[:1])
-    assert batch.trajectories[0].stop_reason == StopReason.TOKEN_BUDGET
-    assert batch.trajectories[0].turns_used == 0
+    assert batch.scored(DEFAULT_REWARD_CONFIG)[0].stop_reason == StopReason.TOKEN_BUDGET
+    assert batch.scored(DEFAULT_REWARD_CONFIG)[0].turns_used == 0
 
 
 def test_a_context_the_assistant_prefix_fills_stops_on_the_token_budget(env, chat, tiny_questions):
@@ -132,7 +139,7 @@ def test_a_context_the_assistant_prefix_fills_stops_on_the_token_budget(env, cha
         budget = prompt + len(chat.text_ids(prefix)) + room
         config = RolloutConfig(assistant_prefix=prefix, max_context_tokens=budget)
         engine = RolloutEngine(env, Recording(), config, chat=chat)
-        trajectory = engine.run(tiny_questions[:1]).trajectories[0]
+        trajectory = engine.run(tiny_questions[:1]).scored(DEFAULT_REWARD_CONFIG)[0]
         if stop is not None:
             assert (trajectory.stop_reason, trajectory.turns_used) == (stop, 0)
             assert requests == []
@@ -152,7 +159,7 @@ def test_generation_error_stops_only_that_episode(env, tiny_questions):
             ]
 
     batch = RolloutEngine(env, Flaky(), RolloutConfig()).run(tiny_questions[:2])
-    by_question = {t.question_id: t for t in batch.trajectories}
+    by_question = {t.question_id: t for t in batch.scored(DEFAULT_REWARD_CONFIG)}
     assert by_question["q-curie"].stop_reason == StopReason.GENERATION_ERROR
     assert by_question["q-hillary"].stop_reason == StopReason.ANSWERED
     assert by_question["q-hillary"].reward.em == 1.0
@@ -171,7 +178,7 @@ def test_a_turn_cut_by_max_tokens_is_closed_by_the_environment(env, chat, tiny_q
             ]
 
     batch = RolloutEngine(env, Truncating(), RolloutConfig(), chat=chat).run(tiny_questions[:1])
-    trace = batch.trajectories[0].tokens
+    trace = batch.scored(DEFAULT_REWARD_CONFIG)[0].tokens
     assert trace.completion_ids[len(ids)] == chat.end_of_turn_id
     assert trace.env_mask[: len(ids) + 1] == [1] * len(ids) + [0]
     assert trace.logprobs[: len(ids)] == [-0.5] * len(ids)
@@ -189,7 +196,7 @@ def test_scripted_turns_drive_the_episode_exactly(env, tiny_questions):
     batch = RolloutEngine(env, ScriptedPolicy.from_turns(turns), RolloutConfig()).run(
         tiny_questions[2:]
     )
-    trajectory = batch.trajectories[0]
+    trajectory = batch.scored(DEFAULT_REWARD_CONFIG)[0]
     assert trajectory.stop_reason == "answered" and trajectory.answer == "Google"
     assert trajectory.errors == {"no_tool_call": 1}
     assert trajectory.tool_calls == {"keyword_search": 1, "answer": 1}
@@ -218,7 +225,7 @@ def test_assistant_prefix_is_inserted_text_the_model_continues(
 
     config = RolloutConfig(assistant_prefix=prefix)
     batch = RolloutEngine(env, Continuing(), config, chat=chat).run(tiny_questions[1:2])
-    trajectory = batch.trajectories[0]
+    trajectory = batch.scored(DEFAULT_REWARD_CONFIG)[0]
     assert trajectory.answer == "Auckland" and trajectory.turns[0].text == prefix + rest
     trace = trajectory.tokens
     prefix_len = len(chat.text_ids(prefix))
@@ -285,8 +292,10 @@ def test_the_wall_clock_budget_stops_an_episode_with_its_stop_reason(env, tiny_q
     config = RolloutConfig(max_episode_seconds=15.0)
     engine = RolloutEngine(env, policy, config, clock=StepClock(10.0))
     batch = engine.run(tiny_questions[:2])
-    assert [t.stop_reason for t in batch.trajectories] == [StopReason.WALL_CLOCK_BUDGET] * 2
-    assert [t.turns_used for t in batch.trajectories] == [1, 1]
+    assert [t.stop_reason for t in batch.scored(DEFAULT_REWARD_CONFIG)] == [
+        StopReason.WALL_CLOCK_BUDGET
+    ] * 2
+    assert [t.turns_used for t in batch.scored(DEFAULT_REWARD_CONFIG)] == [1, 1]
     assert batch.timings.turns == 1
 
 
@@ -296,10 +305,28 @@ def test_no_wall_clock_budget_by_default(env, tiny_questions):
         env, ScriptedPolicy(lambda r: search), RolloutConfig(), clock=StepClock(1e6)
     )
     batch = engine.run(tiny_questions[:1])
-    assert batch.trajectories[0].stop_reason is StopReason.TURN_BUDGET
-    assert batch.trajectories[0].turns_used == 5
+    assert batch.scored(DEFAULT_REWARD_CONFIG)[0].stop_reason is StopReason.TURN_BUDGET
+    assert batch.scored(DEFAULT_REWARD_CONFIG)[0].turns_used == 5
 
 
 def test_a_negative_wall_clock_budget_is_refused():
     with pytest.raises(ValueError, match="rollout.max_episode_seconds must be at least 0"):
         RolloutConfig(max_episode_seconds=-1.0)
+
+
+def test_the_engine_returns_episodes_and_its_caller_scores_them(env, tiny_questions) -> None:
+    batch = RolloutEngine(env, HeuristicSearchPolicy(reads=1), RolloutConfig()).run(
+        tiny_questions[:2]
+    )
+    assert [e.done for e in batch.episodes] == [True, True]
+    assert batch.traces == [None, None]
+    paper = batch.scored(RewardConfig())
+    no_read = batch.scored(RewardConfig(alpha=0.0))
+    for scored, unread, episode in zip(paper, no_read, batch.episodes, strict=True):
+        expected = compute_reward(episode.evidence(), RewardConfig())
+        assert scored.reward == expected
+        assert unread.reward["R_R"] == scored.reward["R_R"]
+        assert unread.reward.total == pytest.approx(
+            scored.reward.total - 0.7 * scored.reward["R_R"]
+        )
+    assert any(t.reward["R_R"] > 0 for t in paper), "the scripted reads earned R_R"

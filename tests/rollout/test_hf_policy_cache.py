@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.hf_policy import HFPolicy
@@ -128,7 +129,7 @@ def test_the_engines_episodes_continue_their_caches_and_play_as_without(
     def play(reuse_cache: bool):
         policy = HFPolicy(smollm2_fp32.model, smollm2_fp32.tokenizer, reuse_cache=reuse_cache)
         batch = RolloutEngine(env, policy, config, chat=chat).run(tiny_questions[:3])
-        return batch.trajectories, policy.prefilled_tokens
+        return batch.scored(DEFAULT_REWARD_CONFIG), policy.prefilled_tokens
 
     full, full_prefilled = play(False)
     reused, prefilled = play(True)

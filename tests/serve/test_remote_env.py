@@ -6,6 +6,7 @@ import pytest
 
 from grasp.corpus import CorpusIndex, IndexConfig, IndexMismatchError
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
+from grasp.reward import DEFAULT_REWARD_CONFIG
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy
 from grasp.serve.client import RemoteIndex, open_index
@@ -22,7 +23,7 @@ ENV_CONFIGS = {
 def rollout(index, env_config: EnvConfig, questions) -> list[dict]:
     env = RetrievalEnvironment(index, env_config)
     engine = RolloutEngine(env, HeuristicSearchPolicy(reads=2), RolloutConfig(group_size=2))
-    return [t.to_json() for t in engine.run(questions).trajectories]
+    return [t.to_json() for t in engine.run(questions).scored(DEFAULT_REWARD_CONFIG)]
 
 
 @pytest.mark.parametrize("name", list(ENV_CONFIGS))

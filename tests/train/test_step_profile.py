@@ -39,12 +39,12 @@ def test_every_step_is_split_into_its_parts(profiled):
 
 def test_tokens_are_those_of_the_step_trajectories(profiled):
     last = profiled.steps[-1].tokens
-    trajectories = profiled.last_batch.trajectories
-    assert last.trajectories == len(trajectories) == 4
+    traces = profiled.last_batch.traces
+    assert last.trajectories == len(traces) == 4
     assert last.turns == 2  # search, then answer
-    assert last.prompt == sum(len(t.tokens.prompt_ids) for t in trajectories)
-    assert last.generated == sum(sum(t.tokens.env_mask) for t in trajectories)
-    completion = sum(len(t.tokens.completion_ids) for t in trajectories)
+    assert last.prompt == sum(len(t.prompt_ids) for t in traces)
+    assert last.generated == sum(sum(t.env_mask) for t in traces)
+    completion = sum(len(t.completion_ids) for t in traces)
     assert last.generated + last.inserted == completion
     assert last.sequence == last.prompt + completion
     assert last.prefilled == 0  # a scripted policy runs no model
