@@ -37,9 +37,11 @@ def make_evidence(
         answer=answer,
         gold_answers=gold_answers,
         gold_paragraph_ids=frozenset(gold),
-        semantic_paragraph_ids=frozenset(semantic),
-        keyword_paragraph_ids=frozenset(keyword),
-        read_paragraph_ids=frozenset(read),
+        evidence_ids={
+            "semantic": frozenset(semantic),
+            "keyword": frozenset(keyword),
+            "read": frozenset(read),
+        },
         turns_used=turns_used,
         turn_budget=turn_budget,
     )
@@ -363,7 +365,7 @@ def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkey
     """Adding a reward term is one RewardTerm in REWARD_TERMS: compute_reward, the total, the
     logs, the file format and TRL's reward functions and weights all follow from it."""
     from grasp import reward as reward_module
-    from grasp.train.rollout_adapter import reward_functions, reward_weights
+    from grasp.train.trl_bridge import reward_functions, reward_weights
 
     def r_brevity(scored, config):
         return 1.0 if scored.answered and len(scored.evidence.answer) <= 7 else 0.0
@@ -372,10 +374,10 @@ def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkey
     terms = (*reward_module.REWARD_TERMS, brevity)
     monkeypatch.setattr(reward_module, "REWARD_TERMS", terms)
     monkeypatch.setattr(reward_module, "TERM_NAMES", tuple(t.name for t in terms))
-    import grasp.train.rollout_adapter as adapter
+    import grasp.train.trl_bridge as bridge
 
-    monkeypatch.setattr(adapter, "REWARD_TERMS", terms)
-    monkeypatch.setattr(adapter, "TERM_NAMES", tuple(t.name for t in terms))
+    monkeypatch.setattr(bridge, "REWARD_TERMS", terms)
+    monkeypatch.setattr(bridge, "TERM_NAMES", tuple(t.name for t in terms))
     config = RewardConfig()
     reward = compute_reward(FULL, config)  # answer "big dog": 7 characters
     assert reward["R_B"] == 1.0
@@ -383,9 +385,9 @@ def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkey
     assert reward.as_dict()["reward/R_B"] == 1.0
     assert reward_module.RewardBreakdown.from_dict(reward.as_dict(sparse=True)) == reward
     functions = reward_functions()
-    assert [f.__name__ for f in functions][-2:] == ["R_B", "rollout_log"]
-    assert functions[-2]([None], [None], grasp_reward=[reward]) == [1.0]
-    assert reward_weights(config)[-2:] == [0.15, 0.0]
+    assert [f.__name__ for f in functions][-2:] == ["R_N", "R_B"]
+    assert functions[-1]([None], [None], grasp_reward=[reward]) == [1.0]
+    assert reward_weights(config)[-2:] == [0.0, 0.15]
 
 
 @pytest.mark.parametrize(

@@ -262,7 +262,7 @@ def build_judge(config: JudgeConfig) -> Judge | None:
         )
         return Judge(config, backend)
     from grasp.models import load_policy_model
-    from grasp.rollout.hf_policy import HFPolicy
+    from grasp.rollout.factory import model_policy
 
     loaded = load_policy_model(config.model)
     tokenizer = loaded.tokenizer
@@ -272,7 +272,7 @@ def build_judge(config: JudgeConfig) -> Judge | None:
         ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
         return [int(i) for i in ids]
 
-    backend = HFPolicy(
+    backend = model_policy(
         loaded.model,
         tokenizer,
         end_of_turn_token=config.end_of_turn_token,

@@ -1,7 +1,12 @@
-"""Build a policy from configuration: scripted, transformers, vLLM or an OpenAI-compatible server.
+"""Where every policy is built: from configuration (scripted, transformers, vLLM or an
+OpenAI-compatible server), or around a transformers model already in memory.
 
 built = build_policy(PolicyConfig(kind="hf"), tool_schemas)
 engine = RolloutEngine(env, built.policy, rollout_config, chat=built.chat)
+
+``model_policy`` is the one constructor of a transformers policy: ``build_policy``'s hf kind,
+training's rollouts of the trainer's current weights (grasp/train/trl_bridge.py), a run's own
+evaluations (grasp/train/trainer.py) and the judge (grasp/eval/judge.py) all build theirs there.
 """
 
 from __future__ import annotations
@@ -105,12 +110,11 @@ def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPol
         return BuiltPolicy(policy, chat=None)
     if kind is PolicyKind.HF:
         from grasp.rollout.adapters import apply_adapters
-        from grasp.rollout.hf_policy import HFPolicy
 
         loaded = load_policy_model(config.model)
         model = apply_adapters(loaded.model, config.adapters)
         chat = ChatTokenizer(loaded.tokenizer, tool_schemas)
-        policy = HFPolicy(
+        policy = model_policy(
             model,
             loaded.tokenizer,
             max_batch_size=config.max_batch_size,
@@ -129,3 +133,31 @@ def build_policy(config: PolicyConfig, tool_schemas: Sequence[dict]) -> BuiltPol
     if config.model.chat_template == ChatTemplate.QWEN2_5:
         tokenizer.chat_template = qwen2_5_template()
     return BuiltPolicy(VLLMPolicy(llm), chat=ChatTokenizer(tokenizer, tool_schemas))
+
+
+def model_policy(
+    model: Any,
+    tokenizer: Any,
+    *,
+    end_of_turn_token: str | None = None,
+    max_batch_size: int | None = None,
+    reuse_cache: bool = False,
+    autocast_dtype: Any = None,
+) -> Policy:
+    """A transformers policy (``HFPolicy``) over ``model``, already loaded.
+
+    ``end_of_turn_token``: where a turn ends (None: the policy's default, ``<|im_end|>``);
+    ``max_batch_size``: rows per ``generate`` call; ``reuse_cache``: continue each episode's KV
+    cache across turns; ``autocast_dtype``: generate under autocast (bf16 rollouts of fp32
+    master weights)."""
+    from grasp.rollout.hf_policy import HFPolicy
+
+    extra = {} if end_of_turn_token is None else {"end_of_turn_token": end_of_turn_token}
+    return HFPolicy(
+        model,
+        tokenizer,
+        max_batch_size=max_batch_size,
+        reuse_cache=reuse_cache,
+        autocast_dtype=autocast_dtype,
+        **extra,
+    )

@@ -14,23 +14,20 @@ from transformers import TrainerCallback
 from grasp.eval.jsonl import end_last_line
 from grasp.reward import TERM_NAMES
 from grasp.train.metrics_log import METRICS_FILE, drop_records_after, read_metrics
-from grasp.train.rollout_adapter import LOG_FUNCTION, ROLLOUT_SECONDS_KEY
+from grasp.train.rollout_stats import ROLLOUT_SECONDS_KEY
 
 __all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
 
-LEFT_OUT = frozenset(
-    [f"rewards/{name}/mean" for name in TERM_NAMES]
-    + [f"rewards/{LOG_FUNCTION}/{stat}" for stat in ("mean", "std")]
-)
+LEFT_OUT = frozenset(f"rewards/{name}/mean" for name in TERM_NAMES)
 """TRL's keys that metrics.jsonl leaves out: each term's mean is there as ``reward/R_A``...
-(the rollout's own, the key plots and reports read), and the logging function pays nothing."""
+(the rollout's own, the key plots and reports read)."""
 
 
 class MetricsFileCallback(TrainerCallback):
     """Appends every logged dict to ``metrics.jsonl`` with the step and the time split.
 
     TRL logs the loss, KL, each reward term's std (``rewards/R_A/std``...) and the rollout
-    statistics ``log_rollout`` reports (``reward/R_A``, ``tools/...``, ``stop/...``,
+    statistics the rollout reports (``grasp.train.trl_bridge.GraspRollout``) (``reward/R_A``, ``tools/...``, ``stop/...``,
     ``time/rollout_s``); TRL's copies of the terms' means (``rewards/R_A/mean``) are left out
     (``LEFT_OUT``). This adds ``time/step_s`` and ``time/update_s`` (the step minus its rollout)
     and, on a GPU, ``memory/peak_gib`` (the step's peak of allocated memory, this process).

@@ -10,9 +10,10 @@ backward took 1.7x a plain forward/backward over the same tokens (README, "GRPO 
 ``completion_logprobs`` computes the same quantities the plain way: logits of the completion
 positions only (the model's ``logits_to_keep``), divided by the sampling temperature, a
 float32 log-softmax gathered at the chosen ids, autograd's backward; padding positions get 0,
-as in TRL. ``GraspGRPOTrainer`` uses it on CPU for the training forward and the reference
-and old-policy passes, and leaves every other case to TRL (GPU, an entropy bonus, MoE
-auxiliary losses, vision inputs, an fp32-cast head, soft-capped or scaled logits).
+as in TRL. ``GraspGRPOTrainer`` (grasp/train/trl_bridge.py) uses it on CPU for the training
+forward and the reference and old-policy passes, and leaves every other case to TRL (GPU, an
+entropy bonus, MoE auxiliary losses, vision inputs, an fp32-cast head, soft-capped or scaled
+logits).
 """
 
 from __future__ import annotations
@@ -64,60 +65,3 @@ def completion_logprobs(
             with torch.no_grad():
                 entropies.append(entropy_from_logits(logits_BKV).masked_fill(padding_BK, 0.0))
     return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
-
-
-def plain_head_applies(trainer: Any, model: Any, input_ids: torch.Tensor, **extra: Any) -> bool:
-    """Whether ``completion_logprobs`` computes what TRL's fused head would for this call."""
-    if input_ids.device.type != "cpu" or any(value is not None for value in extra.values()):
-        return False
-    if getattr(trainer, "_entropy_bonus_enabled", False) or trainer.args.cast_lm_head_to_fp32:
-        return False
-    config = trainer.accelerator.unwrap_model(model).config
-    config = getattr(config, "text_config", None) or config
-    if getattr(config, "final_logit_softcapping", None) or getattr(
-        config, "output_router_logits", False
-    ):
-        return False
-    return getattr(config, "logit_scale", None) in (None, 1.0)
-
-
-def grasp_grpo_trainer() -> type:
-    """TRL's GRPOTrainer with ``completion_logprobs`` on CPU (imported late: TRL is heavy)."""
-    from trl import GRPOTrainer
-
-    class GraspGRPOTrainer(GRPOTrainer):
-        def _get_per_token_logps_and_entropies(
-            self,
-            model,
-            input_ids,
-            attention_mask,
-            logits_to_keep,
-            batch_size=None,
-            compute_entropy=False,
-            compute_aux_loss=False,
-            **extra,
-        ):
-            if compute_aux_loss or not plain_head_applies(self, model, input_ids, **extra):
-                return super()._get_per_token_logps_and_entropies(
-                    model,
-                    input_ids,
-                    attention_mask,
-                    logits_to_keep,
-                    batch_size=batch_size,
-                    compute_entropy=compute_entropy,
-                    compute_aux_loss=compute_aux_loss,
-                    **extra,
-                )
-            logps, entropies = completion_logprobs(
-                model,
-                input_ids,
-                attention_mask,
-                logits_to_keep,
-                temperature=self.temperature,
-                batch_size=batch_size,
-                compute_entropy=compute_entropy,
-                autocast=self.accelerator.autocast,
-            )
-            return logps, entropies, None
-
-    return GraspGRPOTrainer

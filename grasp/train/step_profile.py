@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grasp.train.trl_bridge import GRPOTrainerView, wrap_step_calls
+
 PARTS = ("generation", "environment", "logprobs_no_grad", "forward", "backward", "optimizer")
 """The parts of a step, in the order they happen."""
 
@@ -80,17 +82,17 @@ class StepProfiler:
     _started: float = 0.0
     _optimizer_started: float = 0.0
 
-    def attach(self, trainer: Any) -> StepProfiler:
+    def attach(self, trainer: GRPOTrainerView) -> StepProfiler:
         """Wrap the step's calls on ``trainer`` (a GRPOTrainer built by make_grpo_trainer)."""
         from transformers import TrainerCallback
 
-        engine = trainer.rollout_func.engine  # the GraspRollout's
-        engine.run = self._timed_rollout(engine.run)
-        trainer._get_per_token_logps_and_entropies = self._timed_logprobs(
-            trainer._get_per_token_logps_and_entropies
-        )
-        trainer.compute_loss = self._timed(trainer.compute_loss, "forward")
-        trainer.accelerator.backward = self._timed(trainer.accelerator.backward, "backward")
+        wrappers = {
+            "rollout": self._timed_rollout,
+            "logprobs": self._timed_logprobs,
+            "forward": lambda call: self._timed(call, "forward"),
+            "backward": lambda call: self._timed(call, "backward"),
+        }
+        wrap_step_calls(trainer, lambda part, call: wrappers[part](call))
         profiler = self
 
         class _Boundaries(TrainerCallback):

@@ -4,7 +4,7 @@ The flow of one run (``run_training``):
 validate the config (against the run directory's config.json and trained steps, if any) ->
 questions (train / eval) -> pooled index -> environment -> policy model -> config.json, the
 run directory's first file -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout,
-reward = 5 terms) -> train (resuming from the run's last checkpoint if any) -> evaluation
+one reward function per term; grasp/train/trl_bridge.py) -> train (resuming from the run's last checkpoint if any) -> evaluation
 after -> results.json and curves.png in the run directory.
 """
 
@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from grasp.config import default_index_dir
 from grasp.corpus import IndexConfig, build_index
@@ -42,21 +40,26 @@ from grasp.models import (
 )
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
-from grasp.rollout.hf_policy import HFPolicy
+from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, VllmMode, WandbMode
+from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, WandbMode
 from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets, check_dev_curve
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
-from grasp.train.rollout_adapter import (
-    ROLLOUTS_DIR,
+from grasp.train.rollout_stats import ROLLOUTS_DIR
+from grasp.train.trl_bridge import (
     GraspRollout,
-    prompt_messages,
+    GRPOTrainerView,
+    TrainingPrompts,
+    grasp_grpo_trainer,
+    policy_factory,
     reward_functions,
     reward_weights,
+    rollout_autocast,
+    sample_weights_step,
 )
 from grasp.train.warm_start import WarmStartContext, warm_start
 from grasp.types import Question
@@ -391,7 +394,7 @@ def evaluation_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
     return _without(resolved, RESUMABLE_CHANGES)
 
 
-def _train_or_reload(config: TrainConfig, trainer: Any, final: Path) -> None:
+def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, final: Path) -> None:
     """Train to ``grpo.max_steps`` (resuming from the latest checkpoint) and save ``final``;
     a finished run only reloads its weights. Every process takes part (the trainer gates
     its own writes)."""
@@ -413,7 +416,7 @@ def _train_or_reload(config: TrainConfig, trainer: Any, final: Path) -> None:
     trainer.save_model(str(final))
 
 
-def _after_model(trainer: Any, final: Path, base_model: ModelConfig) -> Any:
+def _after_model(trainer: GRPOTrainerView, final: Path, base_model: ModelConfig) -> Any:
     """The trained model, for the main process to evaluate alone.
 
     With whole parameters per process, the trainer's own model. Under FSDP or ZeRO-3 each
@@ -438,7 +441,7 @@ def evaluation_engine(
     """The engine of a run's evaluations: ``model`` decoded greedily in ``env`` (default the
     evaluation environment), at most ``config.eval_max_batch_size`` rows per
     ``model.generate`` call."""
-    policy = HFPolicy(
+    policy = model_policy(
         model,
         setup.loaded.tokenizer,
         max_batch_size=config.eval_max_batch_size,
@@ -646,7 +649,7 @@ def make_grpo_trainer(
     loaded: LoadedModel,
     chat: ChatTokenizer,
     run_dir: Path,
-    policy_for: Callable[[Any], Policy] | None = None,
+    policy_for: Callable[[GRPOTrainerView], Policy] | None = None,
     eval_env: RetrievalEnvironment | None = None,
     world_size: int = 1,
 ):
@@ -662,15 +665,14 @@ def make_grpo_trainer(
     """
     from datasets import Dataset
 
-    from grasp.train.cpu_logprobs import grasp_grpo_trainer
-
     # No policy of its own: each rollout plays the trainer's current weights (``policy_for``).
     engine = RolloutEngine(env, None, config.rollout, chat=chat)
-    rows = [{"prompt": prompt_messages(q, env.reset(q).messages)} for q in data.train]
-    policy_for = policy_for or _policy_factory(config, loaded.tokenizer)
+    prompts = TrainingPrompts.of(env, data.train)
+    policy_for = policy_for or policy_factory(config.grpo, loaded.tokenizer)
     rollout = GraspRollout(
         engine,
         {q.question_id: q for q in data.train},
+        prompts,
         policy_for,
         return_logprobs=config.grpo.use_vllm,
         dynamic_sampling=config.grpo.dynamic_sampling,
@@ -682,7 +684,7 @@ def make_grpo_trainer(
         model=loaded.model,
         reward_funcs=reward_functions(),
         args=_grpo_args(config, run_dir, world_size),
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list(prompts.rows),
         processing_class=loaded.tokenizer,
         peft_config=_lora_config(config),
         rollout_func=rollout,
@@ -709,31 +711,6 @@ WEIGHTS_STEP_KEY = "weights_step"
 the weights that played it had taken."""
 
 
-def sample_weights_step(trainer: Any, use_vllm: bool) -> int | None:
-    """How many optimizer steps the weights of a trajectory sample written now had taken.
-
-    The sample is written at the end of step N. Transformers rollouts play the trainer's own
-    model: N. vLLM plays the weights TRL last pushed to it, which it does before a step's
-    generation (``_last_loaded_step``, the global step then): at the end of step N those are
-    the weights of step N-1 (or earlier, when a generation serves several steps). None if
-    this TRL does not say."""
-    if not use_vllm:
-        return int(trainer.state.global_step)
-    loaded = getattr(trainer, "_last_loaded_step", None)
-    return None if loaded is None or loaded < 0 else int(loaded)
-
-
-def rollout_autocast(grpo: GRPOSettings, model: Any) -> torch.dtype | None:
-    """The dtype transformers rollouts of ``model`` generate under (``HFPolicy``'s
-    ``autocast_dtype``): bfloat16 when the run computes in bf16 and ``model`` holds float32
-    weights (full fine-tuning's master weights), unless ``grpo.rollout_autocast`` is off;
-    None (the weights' own dtype) otherwise."""
-    weights = model.get_input_embeddings().weight.dtype
-    if grpo.bf16 and grpo.rollout_autocast and weights == torch.float32:
-        return torch.bfloat16
-    return None
-
-
 def precision(grpo: GRPOSettings, model: Any) -> dict[str, str]:
     """What ran in which dtype (results.json's ``precision``, logged at the start)."""
     weights = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
@@ -745,34 +722,6 @@ def precision(grpo: GRPOSettings, model: Any) -> dict[str, str]:
         "loss": mixed if weights == "float32" else weights,
         "logprobs": "float32",
     }
-
-
-def _policy_factory(config: TrainConfig, tokenizer: Any):
-    """How the rollout reaches the current weights: the trainer's model, or its vLLM engine."""
-
-    def policy_for(trainer: Any):
-        if not config.grpo.use_vllm:
-            model = trainer.accelerator.unwrap_model(trainer.model)
-            autocast = rollout_autocast(config.grpo, model)
-            return HFPolicy(
-                model, tokenizer, reuse_cache=config.grpo.reuse_cache, autocast_dtype=autocast
-            )
-        from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
-
-        generation_config = trainer.accelerator.unwrap_model(trainer.model).generation_config
-        if config.grpo.vllm_mode is VllmMode.COLOCATE:
-            return VLLMPolicy(trainer.vllm_generation.llm, generation_config=generation_config)
-        # TRL builds its client (weight sync) on the main process only: every rank generates
-        # through its own HTTP connection, after the weights of this step were pushed.
-        trainer.accelerator.wait_for_everyone()
-        if "server" not in servers:
-            servers["server"] = VLLMServerPolicy.connect(
-                config.grpo.vllm_server_base_url, tokenizer, generation_config
-            )
-        return servers["server"]
-
-    servers: dict[str, Any] = {}
-    return policy_for
 
 
 def _grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):

@@ -35,7 +35,7 @@ from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 from grasp.rollout.trajectory import write_trajectories
 from grasp.train.callbacks import MetricsFileCallback
 from grasp.train.config import TrainConfig
-from grasp.train.rollout_adapter import ROLLOUT_SECONDS_KEY, rollout_metrics
+from grasp.train.rollout_stats import ROLLOUT_SECONDS_KEY, rollout_metrics
 from grasp.train.trainer import TrainingData, _results
 
 INJECTION = "<script>window.__injected = 1; console.error('injected')</script>"

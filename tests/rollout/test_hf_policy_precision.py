@@ -16,7 +16,8 @@ import torch
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import GenerationRequest, SamplingConfig
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
-from grasp.train.trainer import _policy_factory, precision, rollout_autocast
+from grasp.train.trainer import precision
+from grasp.train.trl_bridge import policy_factory, rollout_autocast
 
 FULL = LoraSettings(enabled=False)
 
@@ -77,7 +78,7 @@ def test_full_fine_tunings_training_rollouts_generate_in_bf16_and_say_so(tiny):
     model, tokenizer = tiny
     config = TrainConfig(grpo=GRPOSettings(lora=FULL, bf16=True))
     trainer = SimpleNamespace(model=model, accelerator=SimpleNamespace(unwrap_model=lambda m: m))
-    policy = _policy_factory(config, tokenizer)(trainer)
+    policy = policy_factory(config.grpo, tokenizer)(trainer)
     assert policy.autocast_dtype is torch.bfloat16
     assert set(head_dtypes(policy)) == {torch.bfloat16}
     assert precision(config.grpo, model) == {

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grasp.train.cpu_logprobs import completion_logprobs, plain_head_applies
+from grasp.train.cpu_logprobs import completion_logprobs
+from grasp.train.trl_bridge import plain_head_applies
 
 KEEP = 8  # completion positions scored per row
 

@@ -13,7 +13,7 @@ from grasp.train.dynamic_sampling import (
     replacement_ids,
     select_groups,
 )
-from grasp.train.rollout_adapter import REPORT_KEY
+from grasp.train.rollout_stats import REPORT_KEY
 
 ANSWERS = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
 
@@ -77,7 +77,7 @@ def sampled_run(scripted_trainer, tmp_path_factory):
     rollout = trainer.rollout_func
 
     def capture(prompts, t):
-        asked.append(rollout._question_id(prompts[0]))
+        asked.append(rollout.prompts.question_id(prompts[0]))
         out = rollout(prompts, t)
         returned.append(list(out[REPORT_KEY].trajectories))
         return out

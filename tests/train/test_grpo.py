@@ -16,7 +16,7 @@ from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 from grasp.train.callbacks import read_metrics
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
-from grasp.train.rollout_adapter import REPORT_KEY
+from grasp.train.rollout_stats import REPORT_KEY
 from grasp.train.trainer import TrainingData, make_grpo_trainer
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from grasp.rollout.scripted import tool_call_text
-from grasp.train.rollout_adapter import REPORT_KEY
+from grasp.train.rollout_stats import REPORT_KEY
 
 ANSWERS = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
 TURN_BUDGET = 3  # tests/train/conftest.py

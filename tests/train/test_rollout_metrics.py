@@ -6,7 +6,7 @@ import pytest
 
 from grasp.reward import RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
-from grasp.train.rollout_adapter import rollout_metrics
+from grasp.train.rollout_stats import rollout_metrics
 from grasp.types import StopReason, ToolName
 
 
@@ -47,9 +47,7 @@ def episode(
         answer=None,
         turns_used=turns,
         turn_budget=4,
-        semantic_paragraph_ids=[],
-        keyword_paragraph_ids=[],
-        read_paragraph_ids=[],
+        evidence_ids={"semantic": [], "keyword": [], "read": []},
         tool_calls=tools or {},
         errors=errors or {},
         reward=RewardBreakdown.from_dict(reward),

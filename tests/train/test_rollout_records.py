@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from grasp.train.rollout_adapter import GraspRollout
+from grasp.train.trl_bridge import GraspRollout, TrainingPrompts
 
 
 def trainer(process_index: int, global_step: int):
@@ -19,7 +19,8 @@ def trainer(process_index: int, global_step: int):
 
 def rollout(records_dir) -> GraspRollout:
     engine = SimpleNamespace(chat=object())  # _record uses neither engine nor policy
-    return GraspRollout(engine, {}, lambda _: None, records_dir=records_dir)  # type: ignore[arg-type]
+    prompts = TrainingPrompts([], {})
+    return GraspRollout(engine, {}, prompts, lambda _: None, records_dir=records_dir)  # type: ignore[arg-type]
 
 
 def played(*question_ids: str, group: int = 2):

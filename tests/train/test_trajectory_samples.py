@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from grasp.rollout.scripted import tool_call_text
 from grasp.train.callbacks import TrajectorySampleCallback
-from grasp.train.trainer import WEIGHTS_STEP_KEY, sample_weights_step
+from grasp.train.trainer import WEIGHTS_STEP_KEY
+from grasp.train.trl_bridge import sample_weights_step
 
 
 def test_a_sample_records_the_weights_that_played_it(scripted_trainer, tmp_path):
