@@ -18,8 +18,9 @@ weighs it, how it is computed, its doc); the breakdown's serialization, TRL's re
 functions and weights, the plots, the transcript and the ablation tables are derived from it.
 Adding a term is one ``RewardTerm`` there and, when it is weighted, its ``RewardConfig`` field.
 
-A pure function of the episode's ``EpisodeEvidence``; it imports only the shared types and the
-metrics. Usage::
+A pure function of the episode's ``EpisodeEvidence``, whose paragraphs it reads by evidence
+kind (``EpisodeEvidence.paragraph_ids``: D_s, D_k, D_r are the core kinds); it imports only the
+shared types and the metrics. Usage::
 
     from grasp.reward import RewardConfig, compute_reward
 
@@ -35,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
 from grasp.metrics import exact_match, f1_score, set_f1
-from grasp.types import EpisodeEvidence
+from grasp.types import KEYWORD_EVIDENCE, READ_EVIDENCE, SEMANTIC_EVIDENCE, EpisodeEvidence
 
 
 @dataclass
@@ -99,15 +100,16 @@ def _r_answer(s: Scored, config: RewardConfig) -> float:
 def _r_read(s: Scored, config: RewardConfig) -> float:
     if config.retrieval_needs_answer and not s.answered:
         return 0.0
-    return set_f1(s.evidence.read_paragraph_ids, s.evidence.gold_paragraph_ids)
+    return set_f1(s.evidence.paragraph_ids(READ_EVIDENCE), s.evidence.gold_paragraph_ids)
 
 
 def _r_search(s: Scored, config: RewardConfig) -> float:
     if config.retrieval_needs_answer and not s.answered:
         return 0.0
     gold = s.evidence.gold_paragraph_ids
-    e = s.evidence
-    return float(bool(e.semantic_paragraph_ids & gold) and bool(e.keyword_paragraph_ids & gold))
+    semantic = s.evidence.paragraph_ids(SEMANTIC_EVIDENCE)
+    keyword = s.evidence.paragraph_ids(KEYWORD_EVIDENCE)
+    return float(bool(semantic & gold) and bool(keyword & gold))
 
 
 def _r_efficiency(s: Scored, config: RewardConfig) -> float:
@@ -120,8 +122,7 @@ def _r_format(s: Scored, config: RewardConfig) -> float:
     # R_F pays only episodes that retrieved something: otherwise an immediate answer is the
     # cheapest valid call, and a policy learns to skip the tools (seen on SmolLM2-135M).
     e = s.evidence
-    retrieved = e.semantic_paragraph_ids | e.keyword_paragraph_ids | e.read_paragraph_ids
-    if e.turns_used == 0 or not retrieved:
+    if e.turns_used == 0 or not e.retrieved_paragraph_ids:
         return 0.0
     return (e.turns_used - e.invalid_turns) / e.turns_used
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -88,7 +89,11 @@ class Retriever(StrEnum):
 
 
 class ToolName(StrEnum):
-    """The tools a policy can call. Which ones an episode offers is configuration."""
+    """The names of the tools grasp ships, as constants to write a call by.
+
+    Which tools exist is the tool registry's to say (``grasp.env.tools``), never this enum's:
+    code that needs every tool iterates the registry, so a tool registered elsewhere counts.
+    Which ones an episode offers is configuration (``env.tools``)."""
 
     SEMANTIC_SEARCH = "semantic_search"
     KEYWORD_SEARCH = "keyword_search"
@@ -119,7 +124,7 @@ class ParseErrorKind(StrEnum):
     MALFORMED_JSON = "malformed_json"
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_NOT_ALLOWED = "tool_not_allowed"
-    """A real ToolName that this episode does not offer."""
+    """A registered tool (``grasp.env.tools``) that this episode does not offer."""
     MISSING_ARGUMENT = "missing_argument"
     UNEXPECTED_ARGUMENT = "unexpected_argument"
     INVALID_ARGUMENT = "invalid_argument"
@@ -219,6 +224,24 @@ class Hit:
     """0-based position of the hit in its result list."""
 
 
+SEMANTIC_EVIDENCE = "semantic"
+"""D_s: the paragraphs of every semantic-search hit (an evidence kind)."""
+KEYWORD_EVIDENCE = "keyword"
+"""D_k: the paragraphs of every keyword-search hit."""
+READ_EVIDENCE = "read"
+"""D_r: the paragraphs read (repeated reads count once)."""
+CORE_EVIDENCE_KINDS = (SEMANTIC_EVIDENCE, KEYWORD_EVIDENCE, READ_EVIDENCE)
+"""The evidence kinds the reward reads. Every episode has them (empty until a tool records
+one) and every trajectory file writes them; a tool may record a kind of its own besides."""
+
+
+def evidence_kinds_in_order(kinds: Iterable[str]) -> list[str]:
+    """The core evidence kinds in their order, then the other ``kinds`` sorted by name: the
+    order in which a trajectory file writes them and a reader lists them."""
+    others = sorted(set(kinds) - set(CORE_EVIDENCE_KINDS))
+    return [*CORE_EVIDENCE_KINDS, *others]
+
+
 @dataclass(frozen=True)
 class EpisodeEvidence:
     """What the reward and the retrieval metrics need to know about one finished episode.
@@ -231,13 +254,34 @@ class EpisodeEvidence:
     gold_answers: tuple[str, ...]
     gold_paragraph_ids: frozenset[int]
     """D_g: the question's supporting paragraphs."""
-    semantic_paragraph_ids: frozenset[int]
-    """D_s: paragraphs of every semantic-search hit."""
-    keyword_paragraph_ids: frozenset[int]
-    """D_k: paragraphs of every keyword-search hit."""
-    read_paragraph_ids: frozenset[int]
-    """D_r: paragraphs read (repeated reads count once)."""
+    evidence_ids: Mapping[str, frozenset[int]] = field(hash=False)
+    """Evidence kind (``CORE_EVIDENCE_KINDS``, or a tool's own) -> the paragraphs recorded
+    under it; a kind absent here recorded none."""
     turns_used: int
     turn_budget: int
     invalid_turns: int = 0
     """Turns whose text was not a runnable tool call (parse errors and refused calls)."""
+
+    def paragraph_ids(self, kind: str) -> frozenset[int]:
+        """The paragraphs recorded under evidence ``kind`` (empty when none were)."""
+        return self.evidence_ids.get(kind, frozenset())
+
+    @property
+    def semantic_paragraph_ids(self) -> frozenset[int]:
+        """D_s."""
+        return self.paragraph_ids(SEMANTIC_EVIDENCE)
+
+    @property
+    def keyword_paragraph_ids(self) -> frozenset[int]:
+        """D_k."""
+        return self.paragraph_ids(KEYWORD_EVIDENCE)
+
+    @property
+    def read_paragraph_ids(self) -> frozenset[int]:
+        """D_r."""
+        return self.paragraph_ids(READ_EVIDENCE)
+
+    @property
+    def retrieved_paragraph_ids(self) -> frozenset[int]:
+        """Every paragraph recorded under any kind: hits of any search, reads, a tool's own."""
+        return frozenset().union(*self.evidence_ids.values())

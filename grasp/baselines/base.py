@@ -64,7 +64,8 @@ def single_search_tool(config: BaselineConfig) -> ToolName:
 class Action:
     """The tool call a baseline emits this turn, with its reasoning, notes and episode facts."""
 
-    tool: ToolName
+    tool: str
+    """A tool's name (a ``ToolName`` for the shipped ones)."""
     arguments: dict[str, Any]
     reasoning: str = ""
     """Free text before the call (IRCoT's sentence); shown in the trajectory."""
@@ -147,14 +148,14 @@ class BaselinePolicy(abc.ABC):
             extra={**(extra or {}), "context_paragraph_ids": context},
         )
 
-    def search(self, tool: ToolName, query: str, fallback: str = "", **fields: Any) -> Action:
+    def search(self, tool: str, query: str, fallback: str = "", **fields: Any) -> Action:
         """A search call with ``query`` cut to env.max_query_chars (``fallback`` when empty)."""
         text = query.strip()[: self.env.max_query_chars].strip()
         if not text:
             text = fallback.strip()[: self.env.max_query_chars].strip()
         return Action(tool, {"query": text}, **fields)
 
-    def require_tools(self, env: EnvConfig, tools: Sequence[ToolName], turns: int) -> None:
+    def require_tools(self, env: EnvConfig, tools: Sequence[str], turns: int) -> None:
         """Fail unless ``env`` offers ``tools`` and at least ``turns`` turns."""
         missing = [str(t) for t in tools if t not in env.tools]
         if missing:
@@ -221,6 +222,6 @@ class BaselinePolicy(abc.ABC):
         if not isinstance(action, Action):
             raise TypeError(f"{type(self).__name__}.step returned {action!r}, not an Action")
         episode = {"baseline": str(self.kind), **action.extra, **dict(run.usage)}
-        if action.tool is ToolName.ANSWER:
+        if action.tool == ToolName.ANSWER:
             self._usage.pop(run.request.request_id, None)
         return Generation(text=action.text(), extra={EPISODE_EXTRA: episode})

@@ -23,12 +23,11 @@ from typing import Any
 from grasp.env.observations import HIT_TITLE, unquote
 from grasp.env.parser import parse_turn
 from grasp.env.tool_specs import tool_specs
-from grasp.types import ToolName
+from grasp.env.tools import ToolRole, has_role, tool_names
 
 _HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\] (.*)$", re.MULTILINE)
 _BUDGET = re.compile(r"\nYou have (\d+) turns?\.\s*$")
 _NOTE = re.compile(r"^\[([a-z_]+): (.*)\]$")
-_ALL_TOOLS = tool_specs(list(ToolName))
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class Passage:
     title: str
     text: str
     """The hit's text as shown (already cut to env.max_observation_chars)."""
-    tool: ToolName
+    tool: str
     """The search that returned it."""
     rank: int
     """0-based position in its result list."""
@@ -56,7 +55,7 @@ class Passage:
 class TurnView:
     """One earlier turn of the episode: the baseline's call and what came back."""
 
-    tool: ToolName | None
+    tool: str | None
     """The tool called, or None when the turn's text held no valid call."""
     arguments: dict[str, Any]
     thought: str
@@ -130,7 +129,8 @@ class EpisodeView:
 
 
 def _turn(text: str) -> TurnView:
-    parsed = parse_turn(text, _ALL_TOOLS)
+    # Every registered tool, read at each turn: a baseline reads back whatever it called.
+    parsed = parse_turn(text, tool_specs(tool_names()))
     notes: dict[str, str] = {}
     thought = []
     for line in parsed.reasoning.splitlines():
@@ -149,9 +149,9 @@ def _turn(text: str) -> TurnView:
     )
 
 
-def parse_hits(observation: str, tool: ToolName) -> list[Passage]:
+def parse_hits(observation: str, tool: str) -> list[Passage]:
     """The hits of one search observation (``format_hits``' numbered lines)."""
-    if tool not in (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH):
+    if not has_role(tool, ToolRole.SEARCH):
         return []
     return [
         Passage(

@@ -1,7 +1,9 @@
 """A short worked episode shown before the question: a scaffold for tiny models.
 
 Invented, not from any dataset. It is written with the tools' own observation text
-(``grasp.env.tools``), so that it shows exactly what an episode of the same tools shows.
+(``grasp.env.tools``), so that it shows exactly what an episode of the same tools shows; which
+tools it calls is read from the registry (the offered searches, in the order registered, the
+read tool when offered, the answer tool).
 
     messages += demonstration(config.tools, config.turn_budget)
 """
@@ -12,8 +14,16 @@ import json
 from collections.abc import Sequence
 
 from grasp.env.observations import turns_left_line, user_prompt
-from grasp.env.tools import format_hits, format_paragraph
-from grasp.types import Hit, Retriever, ToolName
+from grasp.env.tools import (
+    TOOLS,
+    ReadParagraph,
+    SearchTool,
+    ToolRole,
+    format_hits,
+    format_paragraph,
+    tools_with,
+)
+from grasp.types import Hit
 
 
 def _call(name: str, **arguments: object) -> str:
@@ -29,7 +39,6 @@ _DEMO_HOPS = (
      ("Steven Spielberg is an American filmmaker.", "Spielberg was born in Cincinnati, Ohio."), 1),
 )  # fmt: skip
 _DEMO_ANSWER = "Cincinnati"
-_SEARCH_ORDER = (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH)
 
 
 def demonstration(tools: Sequence[str], turn_budget: int) -> list[dict[str, str]]:
@@ -39,10 +48,19 @@ def demonstration(tools: Sequence[str], turn_budget: int) -> list[dict[str, str]
     tools available), then, when ``read_paragraph`` is a tool, a read of the hit sentence's
     paragraph, then the answer. Hits are sentences or whole paragraphs, as in the episode.
     """
-    searches = [tool for tool in _SEARCH_ORDER if tool in tools]
+    # The demonstration writes these tools' own call arguments and observations, so it can
+    # show only the shipped kinds of search, read and answer; another tool goes unshown.
+    searches = [
+        TOOLS[name]
+        for name in tools_with(ToolRole.SEARCH)
+        if name in tools and isinstance(TOOLS[name], SearchTool)
+    ]
     if not searches:
         raise ValueError(f"a demonstration needs a search tool, got {list(tools)}")
-    reads = ToolName.READ_PARAGRAPH in tools
+    reads = any(isinstance(TOOLS[name], ReadParagraph) for name in tools)
+    answer = next((name for name in tools_with(ToolRole.ANSWER) if name in tools), None)
+    if answer is None:
+        raise ValueError(f"a demonstration needs an answer tool, got {list(tools)}")
     budget = max(turn_budget, len(_DEMO_HOPS) + int(reads) + 1)
     messages = [{"role": "user", "content": user_prompt(_DEMO_QUESTION, budget)}]
 
@@ -60,13 +78,14 @@ def demonstration(tools: Sequence[str], turn_budget: int) -> list[dict[str, str]
             title=title,
             text=sentences[hit] if reads else " ".join(sentences),
             score=1.0,
-            retriever=Retriever.BM25 if tool is ToolName.KEYWORD_SEARCH else Retriever.DENSE,
+            retriever=tool.retriever,
             rank=0,
         )
-        step(_call(tool, query=query), format_hits(tool, query, [result], max_chars=400))
+        observation = format_hits(tool.name, query, [result], max_chars=400)
+        step(_call(tool.name, query=query), observation)
     if reads:
         _, paragraph_id, title, first_id, sentences, hit = _DEMO_HOPS[-1]
         paragraph = format_paragraph(paragraph_id, title, sentences, first_id, max_chars=400)
-        step(_call(ToolName.READ_PARAGRAPH, sentence_id=first_id + hit), paragraph)
-    messages.append({"role": "assistant", "content": _call(ToolName.ANSWER, answer=_DEMO_ANSWER)})
+        step(_call(ReadParagraph.name, sentence_id=first_id + hit), paragraph)
+    messages.append({"role": "assistant", "content": _call(answer, answer=_DEMO_ANSWER)})
     return messages

@@ -4,11 +4,14 @@ One ``Episode`` (``grasp.env.episode``) per (question, sample). Each turn the ro
 environment the generated text of every active episode at once; ``step`` parses each turn (the
 parser never raises), groups the valid calls by tool, hands each group to its tool object
 (``grasp.env.tools``: a search is ONE batched index query), and returns the observations. The
-tools record what the reward needs: paragraphs hit by semantic search (D_s), by keyword search
-(D_k), and read (D_r); the environment records every call, every error and the turn counter.
+tools record what the reward needs, each under its evidence kind: paragraphs hit by semantic
+search (D_s), by keyword search (D_k), and read (D_r); the environment records every call,
+every error and the turn counter.
 
-The tool set is configuration. Without read_paragraph, searches return whole paragraphs
-(paragraph granularity, the paper's ablation) and every returned paragraph counts as read.
+The tool set is configuration: any registered tool (``grasp.env.tools.TOOLS``) may be offered,
+and the default set is the tools registered as default. Without a read tool (read_paragraph),
+searches return whole paragraphs (paragraph granularity, the paper's ablation) and every
+returned paragraph counts as read.
 """
 
 from __future__ import annotations
@@ -21,18 +24,17 @@ from grasp.corpus.index import SearchIndex
 from grasp.env import observations
 from grasp.env.demonstration import demonstration
 from grasp.env.episode import Episode, EpisodeStatus, TurnRecord
-from grasp.env.parser import ParsedTurn, ParseErrorKind, ToolCall, parse_turn
-from grasp.env.tool_specs import tool_schema, tool_specs
-from grasp.env.tools import SEARCH_TOOLS, TOOLS, ToolContext, compact_tool_list
-from grasp.types import (
-    Granularity,
-    Question,
-    StopReason,
-    StrEnum,
-    ToolName,
-    check_range,
-    parse_enum,
+from grasp.env.parser import ParsedTurn, ParseErrorKind, parse_turn
+from grasp.env.tool_specs import compact_tool_list, tool_schema, tool_specs
+from grasp.env.tools import (
+    ToolCall,
+    ToolContext,
+    ToolRole,
+    default_tool_names,
+    get_tool,
+    tools_with,
 )
+from grasp.types import Granularity, Question, StopReason, StrEnum, check_range, parse_enum
 
 
 class SearchScope(StrEnum):
@@ -64,15 +66,10 @@ class FinalMessagePolicy(StrEnum):
 class EnvConfig:
     """The tools, budgets and rules of an episode."""
 
-    tools: list[str] = field(
-        default_factory=lambda: [
-            "semantic_search",
-            "keyword_search",
-            "read_paragraph",
-            "answer",
-        ]
-    )
-    """Tools offered; ablations drop read_paragraph, semantic_search or keyword_search."""
+    tools: list[str] = field(default_factory=default_tool_names)
+    """Tools offered, any registered ones; by default those registered as default
+    (semantic_search, keyword_search, read_paragraph, answer). Ablations drop read_paragraph,
+    semantic_search or keyword_search."""
     top_k: int = 5
     """Hits per search (the paper's K)."""
     turn_budget: int = 6
@@ -106,7 +103,8 @@ class EnvConfig:
     def __post_init__(self) -> None:
         # Enum-valued fields are typed str for Hydra (which matches enums by member name);
         # they become enums here, with an error that names the field.
-        self.tools = [parse_enum(ToolName, t, "env.tools") for t in self.tools]
+        # A tool's own name object (a shipped tool's is its ToolName) stands for it.
+        self.tools = [get_tool(t, "env.tools").name for t in self.tools]
         self.scope = parse_enum(SearchScope, self.scope, "env.scope")
         self.final_message = parse_enum(FinalMessagePolicy, self.final_message, "env.final_message")
         self.hit_labels = parse_enum(HitLabels, self.hit_labels, "env.hit_labels")
@@ -118,29 +116,32 @@ class EnvConfig:
         return self.hit_labels is HitLabels.HANDLES
 
     @property
+    def reader(self) -> str | None:
+        """The offered tool that reads a hit's whole paragraph (``ToolRole.READ``), if any."""
+        return next((t for t in self.tools if get_tool(t).role is ToolRole.READ), None)
+
+    @property
     def granularity(self) -> Granularity:
         """Sentence hits when the policy can expand them, whole paragraphs otherwise."""
-        if ToolName.READ_PARAGRAPH in self.tools:
-            return Granularity.SENTENCE
-        return Granularity.PARAGRAPH
+        return Granularity.SENTENCE if self.reader is not None else Granularity.PARAGRAPH
 
     def _check(self) -> None:
         """Raise ValueError naming the field when the configuration cannot work."""
-        if ToolName.ANSWER not in self.tools:
-            raise ValueError("env.tools must include answer")
-        if not any(t in self.tools for t in SEARCH_TOOLS):
-            raise ValueError(
-                "env.tools must include a search tool: semantic_search, keyword_search or search"
-            )
+        answers, searches = tools_with(ToolRole.ANSWER), tools_with(ToolRole.SEARCH)
+        if not any(t in self.tools for t in answers):
+            raise ValueError(f"env.tools must include {_one_of(answers)}")
+        if not any(t in self.tools for t in searches):
+            raise ValueError(f"env.tools must include a search tool: {_one_of(searches)}")
+        readers = _one_of(tools_with(ToolRole.READ))
         if self.citations and self.granularity is not Granularity.SENTENCE:
             raise ValueError(
                 "env.citations cites sentence ids, which only sentence hits show: add "
-                "read_paragraph to env.tools or set env.citations=false"
+                f"{readers} to env.tools or set env.citations=false"
             )
         if self.handles and self.granularity is not Granularity.SENTENCE:
             raise ValueError(
-                "env.hit_labels=handles labels sentence hits for read_paragraph: add "
-                "read_paragraph to env.tools or set env.hit_labels=ids"
+                f"env.hit_labels=handles labels sentence hits for {readers}: add "
+                f"{readers} to env.tools or set env.hit_labels=ids"
             )
         if self.handles and (self.citations or self.demonstration):
             field_name = "env.citations" if self.citations else "env.demonstration"
@@ -153,6 +154,13 @@ class EnvConfig:
         # max_query_chars=0 would refuse every search; max_observation_chars<1 shows no text.
         for name in ("top_k", "turn_budget", "max_query_chars", "max_observation_chars"):
             check_range(f"env.{name}", getattr(self, name), low=1)
+
+
+def _one_of(names: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``: the registered tools of a role, in a message."""
+    if len(names) <= 1:
+        return "".join(names)
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def check_top_k(config: EnvConfig, questions: Sequence[Question]) -> None:
@@ -180,12 +188,14 @@ class RetrievalEnvironment:
         self.index = index
         self.config = config
         citations, handles = config.citations, config.handles
+        self.offered_tools = {name: get_tool(name) for name in config.tools}
+        """The tool objects of ``config.tools``, by name, resolved once: a call runs the tool
+        the episode was built with."""
         self.specs = tool_specs(config.tools, citations, handles)
         self.tool_schemas = [
             tool_schema(t, config.granularity, citations, handles) for t in config.tools
         ]
-        tools = [str(t) for t in config.tools]
-        self.system_prompt = observations.system_prompt(tools, citations, handles)
+        self.system_prompt = observations.system_prompt(config.reader, citations, handles)
         if not config.schemas_in_prompt:
             self.system_prompt += "\n\n" + compact_tool_list(config.tools, citations, handles)
         self.context = ToolContext(
@@ -246,7 +256,7 @@ class RetrievalEnvironment:
         limit, repair = self.config.max_query_chars, self.config.repair_calls
         parsed = [parse_turn(text, self.specs, limit, repair) for text in texts]
         results: list[str | None] = [None] * len(episodes)
-        by_tool: dict[ToolName, list[tuple[int, ToolCall]]] = {}
+        by_tool: dict[str, list[tuple[int, ToolCall]]] = {}
         for i, (episode, text, turn) in enumerate(zip(episodes, texts, parsed, strict=True)):
             episode.status = EpisodeStatus.PROCESSING_TOOLS
             episode.messages.append({"role": "assistant", "content": text})
@@ -259,7 +269,8 @@ class RetrievalEnvironment:
         for tool, group in by_tool.items():
             members = [i for i, _ in group]
             calls = [call for _, call in group]
-            observed = TOOLS[tool].run([episodes[i] for i in members], calls, self.context)
+            run = self.offered_tools[tool].run
+            observed = run([episodes[i] for i in members], calls, self.context)
             for i, observation in zip(members, observed, strict=True):
                 results[i] = observation
         return [

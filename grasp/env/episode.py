@@ -1,7 +1,8 @@
 """One episode's state: its messages, its turns, and the evidence the reward reads.
 
 The environment moves an episode through its states; each tool adds what it found to the
-episode's evidence (D_s, D_k, D_r) and to the ids the policy has been shown. ``TurnRecord``
+episode's evidence, one set of paragraph ids per evidence kind (``Episode.evidence_ids``: D_s,
+D_k, D_r, and any kind a tool records of its own), and to the ids the policy has been shown. ``TurnRecord``
 is what a trajectory keeps of each turn.
 
 Episode states: GENERATING (the policy's turn; ``reset`` starts there) -> PROCESSING_TOOLS
@@ -12,19 +13,39 @@ PENDING state: an episode exists from its reset on, and its first turn is the po
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from grasp.types import EpisodeEvidence, Question, RefusalKind, StopReason, StrEnum, TurnError
-
-if TYPE_CHECKING:
-    from grasp.env.parser import ToolCall
+from grasp.types import (
+    CORE_EVIDENCE_KINDS,
+    KEYWORD_EVIDENCE,
+    READ_EVIDENCE,
+    SEMANTIC_EVIDENCE,
+    EpisodeEvidence,
+    Question,
+    RefusalKind,
+    StopReason,
+    StrEnum,
+    TurnError,
+)
 
 INVALID_CALL = RefusalKind.INVALID_CALL
 """The error of a well-formed call that its tool refused (an id never shown, say)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A validated tool call (``grasp.env.parser.parse_turn``'s result): a tool this episode
+    offers, with normalized arguments. Defined here, below the parser and the tools, because
+    an episode records it and both of them hand it on."""
+
+    name: str
+    """The tool's name (a shipped tool's is its ``ToolName``)."""
+    arguments: dict[str, Any]
+    """Only the arguments given (non-null), coerced to their JSON-schema types."""
 
 
 class EpisodeStatus(StrEnum):
@@ -77,9 +98,7 @@ def episode_evidence(
     answer: str | None,
     gold_answers: Sequence[str],
     gold_paragraph_ids: Sequence[int] | frozenset[int],
-    semantic_paragraph_ids: Sequence[int] | set[int],
-    keyword_paragraph_ids: Sequence[int] | set[int],
-    read_paragraph_ids: Sequence[int] | set[int],
+    evidence_ids: Mapping[str, Iterable[int]],
     turns: Sequence[TurnRecord],
     turn_budget: int,
 ) -> EpisodeEvidence:
@@ -92,9 +111,7 @@ def episode_evidence(
         answer=answer,
         gold_answers=tuple(gold_answers),
         gold_paragraph_ids=frozenset(gold_paragraph_ids),
-        semantic_paragraph_ids=frozenset(semantic_paragraph_ids),
-        keyword_paragraph_ids=frozenset(keyword_paragraph_ids),
-        read_paragraph_ids=frozenset(read_paragraph_ids),
+        evidence_ids={kind: frozenset(ids) for kind, ids in evidence_ids.items()},
         turns_used=len(turns),
         turn_budget=turn_budget,
         invalid_turns=sum(1 for turn in turns if turn.error is not None),
@@ -118,12 +135,11 @@ class Episode:
     stop_reason: StopReason | None = None
     answer: str | None = None
     turns: list[TurnRecord] = field(default_factory=list)
-    semantic_paragraph_ids: set[int] = field(default_factory=set)
-    """D_s."""
-    keyword_paragraph_ids: set[int] = field(default_factory=set)
-    """D_k."""
-    read_paragraph_ids: set[int] = field(default_factory=set)
-    """D_r."""
+    evidence_ids: dict[str, set[int]] = field(
+        default_factory=lambda: {kind: set() for kind in CORE_EVIDENCE_KINDS}
+    )
+    """Evidence kind -> the paragraphs recorded under it (``add_evidence``): the core kinds
+    D_s, D_k, D_r from the start, a tool's own kind from its first record on."""
     shown_sentence_ids: set[int] = field(default_factory=set)
     shown_paragraph_ids: set[int] = field(default_factory=set)
     tool_calls: Counter = field(default_factory=Counter)
@@ -145,6 +161,25 @@ class Episode:
         self.hit_handles.append((sentence_id, paragraph_id))
         return len(self.hit_handles)
 
+    def add_evidence(self, kind: str, paragraph_ids: Iterable[int]) -> None:
+        """Record ``paragraph_ids`` under evidence ``kind`` (a tool's ``evidence``)."""
+        self.evidence_ids.setdefault(kind, set()).update(paragraph_ids)
+
+    @property
+    def semantic_paragraph_ids(self) -> set[int]:
+        """D_s (read it; record with ``add_evidence``)."""
+        return self.evidence_ids[SEMANTIC_EVIDENCE]
+
+    @property
+    def keyword_paragraph_ids(self) -> set[int]:
+        """D_k."""
+        return self.evidence_ids[KEYWORD_EVIDENCE]
+
+    @property
+    def read_paragraph_ids(self) -> set[int]:
+        """D_r."""
+        return self.evidence_ids[READ_EVIDENCE]
+
     @property
     def turns_used(self) -> int:
         return len(self.turns)
@@ -163,8 +198,9 @@ class Episode:
 
     def record_call(self, call: ToolCall) -> None:
         """Record a valid call on the current turn and count it."""
-        self.turns[-1].call = {"name": call.name.value, "arguments": dict(call.arguments)}
-        self.tool_calls[call.name.value] += 1
+        name = str(call.name)  # a shipped tool's name is a ToolName; the record holds plain text
+        self.turns[-1].call = {"name": name, "arguments": dict(call.arguments)}
+        self.tool_calls[name] += 1
 
     def record_error(self, kind: TurnError) -> None:
         """Mark the current turn invalid with ``kind`` (a ParseErrorKind, INVALID_CALL)."""
@@ -177,9 +213,7 @@ class Episode:
             answer=self.answer,
             gold_answers=self.question.answers,
             gold_paragraph_ids=self.gold_paragraph_ids,
-            semantic_paragraph_ids=self.semantic_paragraph_ids,
-            keyword_paragraph_ids=self.keyword_paragraph_ids,
-            read_paragraph_ids=self.read_paragraph_ids,
+            evidence_ids=self.evidence_ids,
             turns=self.turns,
             turn_budget=self.turn_budget,
         )

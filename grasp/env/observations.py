@@ -1,9 +1,10 @@
 r"""The text the policy reads around the tools: prompts, the turn counter, errors, quoting.
 
 Each tool's own observation (search hits, a paragraph) is written by its tool object in
-``grasp.env.tools``, with the primitives defined here. Retrieved text is data. It only ever appears inside these observations, which the rollout
-places in tool-result messages and tokenizes so that special-token strings in a document
-stay plain text; the parser never reads them.
+``grasp.env.tools``, with the primitives defined here. Retrieved text is data. It only ever
+appears inside these observations, which the rollout places in tool-result messages and
+tokenizes so that special-token strings in a document stay plain text; the parser never reads
+them.
 
 Nor can retrieved text forge an observation's structure. Every hit is one line that starts
 with its numbered label (``1. [s12 p3 "Title"] text``) and the turn counter is the last line,
@@ -22,17 +23,16 @@ text, in any script, is written as it is.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 _CORPUS = "You answer multi-hop questions by searching a corpus of Wikipedia paragraphs"
 _CALL = "Each turn, think briefly, then call exactly one tool inside <tool_call></tool_call> tags."
 _SENTENCE_HITS = (
-    'Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use read_paragraph to '
+    'Search hits show ids: [s<sentence id> p<paragraph id> "<title>"]. Use {reader} to '
     "read the whole paragraph around a useful sentence."
 )
 _HANDLE_HITS = (
-    "Each search hit starts with its number: [3] Title | sentence. Use read_paragraph with "
-    'that number, {"hit": 3}, to read the whole paragraph around a useful sentence.'
+    "Each search hit starts with its number: [3] Title | sentence. Use {reader} with "
+    'that number, {{"hit": 3}}, to read the whole paragraph around a useful sentence.'
 )
 _PARAGRAPH_HITS = 'Search hits are whole paragraphs, shown as [p<paragraph id> "<title>"].'
 _CLOSING = (
@@ -53,12 +53,13 @@ HANDLE_SEPARATOR = " | "
 """Between a hit's title and its text when hits are labelled by handle (``[3] Title | text``)."""
 
 
-def system_prompt(tools: Sequence[str], citations: bool = False, handles: bool = False) -> str:
-    """The task description, worded for the tools of the episode (and, with ``citations``,
-    asking the answer for the sentence ids it rests on; with ``handles``, reads by a hit's
-    number)."""
-    if "read_paragraph" in tools:
-        hits = _HANDLE_HITS if handles else _SENTENCE_HITS
+def system_prompt(reader: str | None, citations: bool = False, handles: bool = False) -> str:
+    """The task description, worded for the tools of the episode: ``reader`` is the offered
+    tool that reads a hit's paragraph (read_paragraph), None when there is none and hits are
+    whole paragraphs (and, with ``citations``, asking the answer for the sentence ids it rests
+    on; with ``handles``, reads by a hit's number)."""
+    if reader is not None:
+        hits = (_HANDLE_HITS if handles else _SENTENCE_HITS).format(reader=reader)
         prompt = f"{_CORPUS}, split into sentences. {_CALL} {hits} {_CLOSING}"
     else:
         prompt = f"{_CORPUS}. {_CALL} {_PARAGRAPH_HITS} {_CLOSING}"

@@ -54,9 +54,13 @@ from typing import Any
 
 import json_repair
 
+# ToolCall, the parser's result, is defined with the episode that records it: the tools take
+# it too, and neither may import the parser (which imports the tools to know which exist).
+from grasp.env.episode import ToolCall
 from grasp.env.observations import escaped, quoted
 from grasp.env.tool_specs import ParamSpec, ToolSpec
-from grasp.types import ParseErrorKind, ToolName
+from grasp.env.tools import TOOLS, ToolRole, has_role
+from grasp.types import ParseErrorKind
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -67,16 +71,6 @@ _COPIED_ID = re.compile(r"\[?\s*[sp]?([0-9]{1,18})\b")
 """A label copied as an id: ``[3]``, ``s12``, ``15476 p4251``; its group is the first number."""
 # Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
 _MAX_ID_DIGITS = 18
-_KNOWN_TOOLS = frozenset(t.value for t in ToolName)
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A validated tool call: a tool this episode offers, with normalized arguments."""
-
-    name: ToolName
-    arguments: dict[str, Any]
-    """Only the arguments given (non-null), coerced to their JSON-schema types."""
 
 
 @dataclass(frozen=True)
@@ -225,7 +219,7 @@ def _lookup(name: str, allowed: Mapping[str, ToolSpec]) -> ToolSpec:
     if spec is not None:
         return spec
     available = _available(allowed)
-    if name in _KNOWN_TOOLS:
+    if name in TOOLS:  # registered, just not offered in this episode
         raise _Invalid(
             ParseErrorKind.TOOL_NOT_ALLOWED,
             f"Error: tool {quoted(_clip(name))} is not available here. Available tools: {available}.",
@@ -326,12 +320,13 @@ def _no_tool_call(text: str, allowed: Mapping[str, ToolSpec]) -> ParseError:
     else:
         problem = "no tool call found"
     lines = [f"Error: {problem}. Call exactly one tool per turn, e.g."]
-    example = next((s for s in allowed.values() if s.name != ToolName.ANSWER), None)
+    answers = [name for name in allowed if has_role(name, ToolRole.ANSWER)]
+    example = next((s for s in allowed.values() if s.name not in answers), None)
     example = example or next(iter(allowed.values()), None)
     if example is not None:
         lines.append(f"{TOOL_CALL_OPEN}\n{_example(example)}\n{TOOL_CALL_CLOSE}")
-    if ToolName.ANSWER in allowed:
-        lines.append("To give your final answer, call answer.")
+    if answers:
+        lines.append(f"To give your final answer, call {answers[0]}.")
     return ParseError(ParseErrorKind.NO_TOOL_CALL, "\n".join(lines))
 
 

@@ -1,11 +1,13 @@
-"""The JSON schema of each tool, derived from its signature; and the parser's view of it.
+"""The JSON schema of each tool, derived from its signature; the parser's view of it; and the
+one-line stand-in for the schemas when they are not in the prompt.
 
 Each tool object (``grasp.env.tools``) holds a schema-only function named after the tool; its
 type hints and Google-style docstring *are* the tool's definition (the TRL/transformers
 convention): ``transformers.utils.get_json_schema`` turns them into the JSON schema that
 ``tokenizer.apply_chat_template(messages, tools=[tool_schema(name), ...])`` renders into the
 system prompt. ``ToolSpec`` is the parser's view of the same schema (argument names, JSON types,
-required flags), derived from it so that the two can never disagree.
+required flags), derived from it so that the two can never disagree. Any registered tool has
+both, a tool registered outside the package included.
 
 Usage::
 
@@ -23,23 +25,18 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
 from transformers.utils import get_json_schema
 
-from grasp.env.tools import TOOLS
-from grasp.types import Granularity, ToolName
-
-TOOL_FUNCTIONS: dict[ToolName, Callable[..., str]] = {
-    name: tool.signature for name, tool in TOOLS.items()
-}
-"""The signature of every ToolName (``grasp.env.tools``); each ``__name__`` is the tool's name."""
+from grasp.env.tools import Tool, ToolRole, get_tool
+from grasp.types import Granularity
 
 PARAGRAPH_RETURNS = "The top-K paragraphs, each with its paragraph id, title and full text."
-"""What a search returns when its hits are whole paragraphs (no read_paragraph offered)."""
+"""What a search returns when its hits are whole paragraphs (no read tool offered)."""
 
 
 class ParamSpec(NamedTuple):
@@ -53,7 +50,8 @@ class ParamSpec(NamedTuple):
 class ToolSpec:
     """What the parser checks a call against; derived from the tool's JSON schema."""
 
-    name: ToolName
+    name: str
+    """The tool's name (a shipped tool's is its ``ToolName``)."""
     parameters: Mapping[str, ParamSpec]
     """Argument name → (JSON type, required), in the function's order. Read-only."""
     exactly_one_of: tuple[str, ...] = ()
@@ -65,9 +63,11 @@ def _unwrap(text: str) -> str:
     return re.sub(r"(?<!\n)\n(?!\n)", " ", text)
 
 
+# Keyed by the tool object, not its name: a tool registered for a test and another registered
+# later under the same name must not share a schema.
 @functools.cache
-def _schema(name: ToolName, citations: bool = False, handles: bool = False) -> dict:
-    function = TOOLS[name].signature_for(citations, handles)
+def _schema(tool: Tool, citations: bool = False, handles: bool = False) -> dict:
+    function = tool.signature_for(citations, handles)
     schema = get_json_schema(function)
     # Docstrings are wrapped to the source's line length; the model should see flowing prose.
     body = schema["function"]
@@ -76,26 +76,27 @@ def _schema(name: ToolName, citations: bool = False, handles: bool = False) -> d
         prop["description"] = _unwrap(prop["description"])
     if "description" in body.get("return", {}):
         body["return"]["description"] = _unwrap(body["return"]["description"])
-    # Guards the invariant the chat template and the parser rely on: name == ToolName value.
-    if schema["function"]["name"] != name.value:
-        raise AssertionError(f"tool function {function.__name__} does not match {name!r}")
+    # Guards the invariant the chat template and the parser rely on: the schema's name is the
+    # tool's.
+    if schema["function"]["name"] != str(tool.name):
+        raise AssertionError(f"tool function {function.__name__} does not match {tool.name!r}")
     return schema
 
 
 def tool_schema(
-    name: ToolName | str,
+    name: str,
     granularity: Granularity = Granularity.SENTENCE,
     citations: bool = False,
     handles: bool = False,
 ) -> dict:
     """The ``{"type": "function", "function": {...}}`` schema of a tool, for ``tools=``.
 
-    At paragraph granularity (no read_paragraph offered) a search says it returns whole
+    At paragraph granularity (no read tool offered) a search says it returns whole
     paragraphs; with ``citations``, answer takes the sentence ids it rests on. Returns a
-    fresh copy, so callers may modify it.
+    fresh copy, so callers may modify it. ValueError for a name no tool is registered under.
     """
-    tool = TOOLS[ToolName(name)]
-    schema = copy.deepcopy(_schema(tool.name, citations, handles))
+    tool = get_tool(name)
+    schema = copy.deepcopy(_schema(tool, citations, handles))
     if granularity is Granularity.PARAGRAPH and tool.paragraph_description is not None:
         schema["function"]["description"] = tool.paragraph_description
         schema["function"].setdefault("return", {})["description"] = PARAGRAPH_RETURNS
@@ -103,31 +104,42 @@ def tool_schema(
 
 
 @functools.cache
-def _tool_spec(name: ToolName, citations: bool = False, handles: bool = False) -> ToolSpec:
-    parameters = _schema(name, citations, handles)["function"]["parameters"]
+def _tool_spec(tool: Tool, citations: bool = False, handles: bool = False) -> ToolSpec:
+    parameters = _schema(tool, citations, handles)["function"]["parameters"]
     required = set(parameters.get("required", ()))
     params = {
         arg: ParamSpec(json_type=prop["type"], required=arg in required)
         for arg, prop in parameters["properties"].items()
     }
     return ToolSpec(
-        name=name,
+        name=tool.name,
         parameters=MappingProxyType(params),
-        exactly_one_of=TOOLS[name].exactly_one_of_for(handles),
+        exactly_one_of=tool.exactly_one_of_for(handles),
     )
 
 
 def tool_specs(
-    names: Iterable[ToolName | str], citations: bool = False, handles: bool = False
+    names: Iterable[str], citations: bool = False, handles: bool = False
 ) -> dict[str, ToolSpec]:
     """The specs of the given tools, keyed by tool name, in the given order (duplicates once);
     with ``citations``, answer's takes its optional ``citations``; with ``handles``,
     read_paragraph takes a ``hit`` number.
 
-    Raises ValueError on a name that is not a ToolName: that is a configuration error.
+    Raises ValueError on a name no tool is registered under: that is a configuration error.
     """
     specs: dict[str, ToolSpec] = {}
     for name in names:
-        tool = ToolName(name)
-        specs.setdefault(tool, _tool_spec(tool, citations, handles))
+        tool = get_tool(name)
+        specs.setdefault(tool.name, _tool_spec(tool, citations, handles))
     return specs
+
+
+def compact_tool_list(tools: Sequence[str], citations: bool = False, handles: bool = False) -> str:
+    """One line per tool and the call format: a short stand-in for the JSON schemas (answer's
+    citing line when ``citations``, read_paragraph's by-hit line when ``handles``)."""
+    offered = [get_tool(name) for name in tools]
+    lines = [f"- {tool.compact_for(citations, handles)}" for tool in offered]
+    if not any(tool.role is ToolRole.READ for tool in offered):
+        lines = [line.replace("top sentences", "top paragraphs") for line in lines]
+    example = '<tool_call>\n{"name": "<tool>", "arguments": {"<argument>": <value>}}\n</tool_call>'
+    return "Tools:\n" + "\n".join(lines) + "\nCall format:\n" + example

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.env.tools import tool_names
 from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
 from grasp.eval.paired import PAIRED_METRICS, PairedComparison, compare_folders
 from grasp.eval.sweep import (
@@ -40,7 +41,7 @@ from grasp.eval.sweep import (
     write_table_files,
 )
 from grasp.reward import REWARD_TERMS, RewardConfig
-from grasp.types import StrEnum, ToolName, parse_enum
+from grasp.types import StrEnum, parse_enum
 
 
 class Ablation(StrEnum):
@@ -241,7 +242,7 @@ def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
     tools = {k for after in finished for k in after["tool_calls_per_episode"]}
     # Tools a variant offered but never called validly still get a column (0 calls).
     tools |= {str(t) for r in runs if r.config for t in r.config.get("env", {}).get("tools", [])}
-    known = [str(t) for t in ToolName]
+    known = [str(t) for t in tool_names()]  # registered tools first, in registry order
     for tool in [*known, *sorted(tools - set(known))]:
         if tool in tools:
             columns.append(Column(f"tool_calls/{tool}", tool, GROUPS[2]))

@@ -44,17 +44,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from grasp.env.tools import ToolRole, has_role
 from grasp.eval.citations import citation_lines, citation_summary, pool_citations
 from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.results import JsonRecord
 from grasp.metrics import normalize_answer
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import ToolName
 
 ParagraphText = Callable[[int], str]
 """Paragraph id -> its text (``SentenceCorpus.paragraph_text``)."""
-SEARCH_TOOLS = (ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.SEARCH)
-"""The tools whose calls are ranked retrievals."""
 RANK_METRICS = ("recall", "precision", "mrr", "ndcg")
 
 
@@ -108,11 +106,12 @@ def rank_scores(
 
 
 def search_calls(trajectory: Trajectory) -> list[SearchCall]:
-    """The searches that ran in the episode, in turn order (refused calls excluded)."""
+    """The searches (the calls of a ``ToolRole.SEARCH`` tool, whose calls are ranked
+    retrievals) that ran in the episode, in turn order (refused calls excluded)."""
     calls = []
     for turn in trajectory.turns:
         call = turn.call
-        if turn.error is not None or not call or call["name"] not in SEARCH_TOOLS:
+        if turn.error is not None or not call or not has_role(call["name"], ToolRole.SEARCH):
             continue
         hits = tuple(int(hit["paragraph_id"]) for hit in turn.hits)
         calls.append(SearchCall(call["name"], hits))

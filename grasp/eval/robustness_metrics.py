@@ -18,16 +18,17 @@ from typing import Any
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
 from grasp.env.environment import EnvConfig
+from grasp.env.tools import TOOLS, SearchTool, ToolRole, tools_with
 from grasp.eval.adversarial import Injection, Poison
 from grasp.metrics import exact_match, normalize_answer
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import Question, Retriever, ToolName
+from grasp.types import Question, ToolName
 
-SEARCH_RETRIEVERS = {
-    ToolName.SEMANTIC_SEARCH: Retriever.DENSE,
-    ToolName.KEYWORD_SEARCH: Retriever.BM25,
-}
-"""The retriever behind each search tool of the environment."""
+
+def search_tools(env: EnvConfig) -> list[SearchTool]:
+    """The index searches ``env`` offers, in the order registered: each knows its retriever."""
+    offered = [TOOLS[name] for name in tools_with(ToolRole.SEARCH) if name in env.tools]
+    return [tool for tool in offered if isinstance(tool, SearchTool)]
 
 
 def same_call(made: Mapping[str, Any] | None, requested: Mapping[str, Any]) -> bool:
@@ -135,15 +136,14 @@ def top_k_share(
     corpus = index.corpus
     copies = {p.question_id: _paragraph_ids(corpus, p.paragraphs) for p in poisons}
     shares = {}
-    for tool, retriever in SEARCH_RETRIEVERS.items():
-        if tool not in env.tools:
-            continue
-        hits = index.search([q.question for q in questions], retriever, env.top_k, env.granularity)
+    for tool in search_tools(env):
+        granularity = tool.granularity(env.granularity)
+        hits = index.search([q.question for q in questions], tool.retriever, env.top_k, granularity)
         slots = [
             sum(h.paragraph_id in copies[q.question_id] for h in found) / env.top_k
             for q, found in zip(questions, hits, strict=True)
         ]
-        shares[str(tool)] = sum(slots) / max(len(slots), 1)
+        shares[str(tool.name)] = sum(slots) / max(len(slots), 1)
     return shares
 
 

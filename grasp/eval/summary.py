@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grasp.env.tools import ToolRole, has_role
 from grasp.eval.judge import VERDICT_SCORES, JudgeResult, Verdict
 from grasp.eval.results import (
     NO_VERDICTS,
@@ -40,7 +41,7 @@ from grasp.metrics import (
     paragraph_recall,
 )
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import RefusalKind, ToolName, is_parse_error
+from grasp.types import RefusalKind, is_parse_error
 
 MEAN_METRICS = (
     "em",
@@ -76,11 +77,12 @@ def is_comparison(question_type: str) -> bool:
 
 
 def read_calls(trajectory: Trajectory) -> tuple[int, int]:
-    """The episode's read_paragraph calls that ran, and those refused (a well-formed call
-    whose turn got an error observation: an id never shown, say)."""
+    """The episode's calls of a read tool (read_paragraph, ``ToolRole.READ``) that ran, and
+    those refused (a well-formed call whose turn got an error observation: an id never shown,
+    say)."""
     ran = refused = 0
     for turn in trajectory.turns:
-        if turn.call and turn.call.get("name") == ToolName.READ_PARAGRAPH.value:
+        if turn.call and has_role(turn.call.get("name", ""), ToolRole.READ):
             if turn.error is None:
                 ran += 1
             else:

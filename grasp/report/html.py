@@ -39,6 +39,10 @@ from grasp.report.load import (
 )
 from grasp.report.tables import config_facts, results_table
 from grasp.rollout.trajectory import Trajectory
+from grasp.types import KEYWORD_EVIDENCE, SEMANTIC_EVIDENCE, evidence_kinds_in_order
+
+EVIDENCE_LABELS = {SEMANTIC_EVIDENCE: "semantic hits", KEYWORD_EVIDENCE: "keyword hits"}
+"""How the end of an episode names an evidence kind; any other kind by its name (``read``)."""
 
 REPORT_FILE = "report.html"
 OUTCOME_FILTERS = (
@@ -299,9 +303,10 @@ def _ending(trajectory: Trajectory, gold: set[int]) -> str:
         ("stop reason", esc(trajectory.stop_reason)),
         ("answer", esc(answer) if answer is not None else '<span class="muted">none</span>'),
         ("turns used", f"{trajectory.turns_used} of {trajectory.turn_budget}"),
-        ("semantic hits", _paragraphs(trajectory.semantic_paragraph_ids, gold)),
-        ("keyword hits", _paragraphs(trajectory.keyword_paragraph_ids, gold)),
-        ("read", _paragraphs(trajectory.read_paragraph_ids, gold)),
+        *(
+            (EVIDENCE_LABELS.get(kind, kind), _paragraphs(trajectory.evidence_ids[kind], gold))
+            for kind in evidence_kinds_in_order(trajectory.evidence_ids)
+        ),
         ("recall", f"{recall(trajectory):.3f}"),
     ]
     cells = "".join(

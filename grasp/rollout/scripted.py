@@ -6,7 +6,8 @@ read the top paragraphs, search again with the question plus what was read, then
 with a title. Its recall tells how much the environment lets a policy find in T turns.
 Given a ``plan`` (a list of tool names), it calls exactly those tools in that order instead;
 the warm start uses plans to show a policy several ways of acting (grasp/train/warm_start.py).
-A plan's search is the question verbatim; ``semantic_search:bridge`` or
+A plan names tools of the default tool set (``plan_tools``, read from the tool registry): its
+searches, its read tool and its answer tool. A plan's search is the question verbatim; ``semantic_search:bridge`` or
 ``keyword_search:bridge`` reformulates it for the next hop: the title of the paragraph read
 last (else of the top hit) and the question's content words that title does not name.
 When the system prompt asks for citations (``env.citations``), its answer cites the sentence
@@ -21,7 +22,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from grasp.env.observations import CITATIONS_HINT, HANDLE_SEPARATOR, HIT_TITLE, unquote
+from grasp.env.tools import TOOLS, ToolRole, default_tool_names
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
+from grasp.types import ToolName
 
 _HIT = re.compile(rf"^\d+\. \[(?:s(\d+) )?p(\d+) {HIT_TITLE}\]", re.MULTILINE)
 _HANDLE_HIT = re.compile(rf"^\[(\d+)\] (.*?){re.escape(HANDLE_SEPARATOR)}", re.MULTILINE)
@@ -60,14 +63,19 @@ class ScriptedPolicy:
         return [Generation(text=self.script(request)) for request in requests]
 
 
-PLAN_TOOLS = ("semantic_search", "keyword_search", "read_paragraph", "answer")
-"""The tools a plan can name."""
 BRIDGE = ":bridge"
 """A plan search with this suffix queries the next hop instead of the question."""
 _STOPWORDS = frozenset(
     "a an the of in on at to for by with from and or is are was were be been who whom whose "
     "what which when where why how did does do that this than as it its his her their".split()
 )
+
+
+def plan_tools(role: ToolRole | None = None) -> tuple[str, ...]:
+    """The tools a plan can name (the default tool set, ``Tool.default``), or those of
+    ``role``: semantic_search, keyword_search, read_paragraph, answer."""
+    names = default_tool_names()
+    return tuple(name for name in names if role is None or TOOLS[name].role is role)
 
 
 def plan_tool(step: str) -> str:
@@ -77,18 +85,20 @@ def plan_tool(step: str) -> str:
 
 def check_plan(plan: Sequence[str], field: str = "plan") -> None:
     """A plan names known tools and ends with ``answer`` (its only ``answer``)."""
+    known, searches = plan_tools(), plan_tools(ToolRole.SEARCH)
     unknown = [
         name
         for name in plan
-        if plan_tool(name) not in PLAN_TOOLS
-        or (name.endswith(BRIDGE) and plan_tool(name) not in ("semantic_search", "keyword_search"))
+        if plan_tool(name) not in known
+        or (name.endswith(BRIDGE) and plan_tool(name) not in searches)
     ]
     if unknown:
         raise ValueError(
-            f"{field}: unknown tool(s) {unknown}; a plan uses {list(PLAN_TOOLS)}, a search "
+            f"{field}: unknown tool(s) {unknown}; a plan uses {list(known)}, a search "
             f"optionally as <search>{BRIDGE}"
         )
-    if not plan or plan[-1] != "answer" or "answer" in plan[:-1]:
+    answers = plan_tools(ToolRole.ANSWER)
+    if not plan or plan[-1] not in answers or any(step in answers for step in plan[:-1]):
         raise ValueError(f"{field}: {list(plan)} must end with 'answer' and answer only there")
 
 
@@ -138,14 +148,14 @@ class HeuristicSearchPolicy:
         if turns_left == 1 or turn >= 3 + self.reads:
             return _answer(question, hits, cited)
         if turn == 0:
-            return tool_call_text("semantic_search", query=question)
+            return tool_call_text(ToolName.SEMANTIC_SEARCH, query=question)
         if turn == 1:
-            return tool_call_text("keyword_search", query=question)
+            return tool_call_text(ToolName.KEYWORD_SEARCH, query=question)
         unread = [h for h in hits if h[2] not in read]
         if turn < 2 + self.reads and unread:
             return _read_call(unread[0])
         bridge = " ".join(sorted(read)) or (hits[0][2] if hits else "")
-        return tool_call_text("semantic_search", query=f"{question} {bridge}".strip())
+        return tool_call_text(ToolName.SEMANTIC_SEARCH, query=f"{question} {bridge}".strip())
 
     @staticmethod
     def _planned(
@@ -156,12 +166,12 @@ class HeuristicSearchPolicy:
         cited: list[int] | None,
     ) -> str:
         """The plan's call ``tool``; a read with nothing left unread answers instead."""
-        if tool in ("semantic_search", "keyword_search"):
+        if tool in plan_tools(ToolRole.SEARCH):
             return tool_call_text(tool, query=question)
         if tool.endswith(BRIDGE):
             return tool_call_text(plan_tool(tool), query=bridge_query(question, hits, read))
         unread = [h for h in hits if h[2] not in read]
-        if tool == "read_paragraph" and unread:
+        if tool in plan_tools(ToolRole.READ) and unread:
             return _read_call(unread[0])
         return _answer(question, hits, cited)
 
@@ -192,17 +202,17 @@ def _read_call(hit: tuple[str, str, str]) -> str:
     """read_paragraph of one hit: by its handle, its sentence id or its paragraph id."""
     sentence_id, paragraph_id, _ = hit
     if sentence_id.startswith("h"):
-        return tool_call_text("read_paragraph", hit=int(sentence_id[1:]))
+        return tool_call_text(ToolName.READ_PARAGRAPH, hit=int(sentence_id[1:]))
     if sentence_id:
-        return tool_call_text("read_paragraph", sentence_id=int(sentence_id))
-    return tool_call_text("read_paragraph", paragraph_id=int(paragraph_id))
+        return tool_call_text(ToolName.READ_PARAGRAPH, sentence_id=int(sentence_id))
+    return tool_call_text(ToolName.READ_PARAGRAPH, paragraph_id=int(paragraph_id))
 
 
 def _answer(question: str, hits: Sequence[tuple[str, str, str]], cited: list[int] | None) -> str:
     """The answer call: the guess, with its citations when the episode asks for them."""
     if cited is None:
-        return tool_call_text("answer", answer=_guess(question, hits))
-    return tool_call_text("answer", answer=_guess(question, hits), citations=cited)
+        return tool_call_text(ToolName.ANSWER, answer=_guess(question, hits))
+    return tool_call_text(ToolName.ANSWER, answer=_guess(question, hits), citations=cited)
 
 
 def _citations(hits: Sequence[tuple[str, str, str]], tool_texts: Sequence[str]) -> list[int]:

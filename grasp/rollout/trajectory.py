@@ -4,6 +4,12 @@
 gold, each turn's text, parsed call (or error) and observation, the stop reason, the
 retrieval evidence, the reward breakdown and, optionally, the token ids and mask.
 
+The evidence is one mapping in memory (``Trajectory.evidence_ids``: evidence kind -> sorted
+paragraph ids) and one ``<kind>_paragraph_ids`` key per kind on disk, where the files have
+always had ``semantic_paragraph_ids``, ``keyword_paragraph_ids`` and ``read_paragraph_ids``:
+those three are always written, in that place and order; a kind a tool of its own recorded
+follows them (sorted by kind), and is written only where it was recorded.
+
 In memory the fields are typed (``TurnRecord``, ``TurnError``, ``StopReason``,
 ``RewardBreakdown``); only ``to_json`` flattens them (the reward to its ``area/name`` keys),
 and ``from_json`` reads them back, so that the file format stays what it has always been.
@@ -15,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +29,22 @@ from grasp.compressed import read_text
 from grasp.env.episode import Citations, Episode, TurnRecord, episode_evidence
 from grasp.reward import RewardBreakdown
 from grasp.rollout.chat import TokenTrace
-from grasp.types import EpisodeEvidence, StopReason, TurnError, parse_turn_error
+from grasp.types import (
+    CORE_EVIDENCE_KINDS,
+    KEYWORD_EVIDENCE,
+    READ_EVIDENCE,
+    SEMANTIC_EVIDENCE,
+    EpisodeEvidence,
+    StopReason,
+    TurnError,
+    evidence_kinds_in_order,
+    parse_turn_error,
+)
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 """An evaluation's trajectories, one ``Trajectory.to_json()`` per line."""
+EVIDENCE_SUFFIX = "_paragraph_ids"
+"""An evidence kind's key in the file is ``<kind>_paragraph_ids``."""
 
 
 @dataclass
@@ -47,9 +65,9 @@ class Trajectory:
     answer: str | None
     turns_used: int
     turn_budget: int
-    semantic_paragraph_ids: list[int]
-    keyword_paragraph_ids: list[int]
-    read_paragraph_ids: list[int]
+    evidence_ids: dict[str, list[int]]
+    """Evidence kind -> the paragraph ids recorded under it, sorted (``Episode.evidence_ids``);
+    the core kinds are always present (added empty when not given)."""
     tool_calls: dict[str, int]
     errors: dict[TurnError, int]
     """Invalid turns by kind (``Episode.errors``)."""
@@ -65,6 +83,25 @@ class Trajectory:
     """The answer's citations (``env.citations``); None, and absent from the JSON, when the
     episode did not answer with citations on (every trajectory written before they existed)."""
     tokens: TokenTrace | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for kind in CORE_EVIDENCE_KINDS:
+            self.evidence_ids.setdefault(kind, [])
+
+    @property
+    def semantic_paragraph_ids(self) -> list[int]:
+        """D_s: the paragraphs of every semantic-search hit."""
+        return self.evidence_ids[SEMANTIC_EVIDENCE]
+
+    @property
+    def keyword_paragraph_ids(self) -> list[int]:
+        """D_k: the paragraphs of every keyword-search hit."""
+        return self.evidence_ids[KEYWORD_EVIDENCE]
+
+    @property
+    def read_paragraph_ids(self) -> list[int]:
+        """D_r: the paragraphs read."""
+        return self.evidence_ids[READ_EVIDENCE]
 
     @classmethod
     def from_episode(
@@ -86,9 +123,7 @@ class Trajectory:
             answer=episode.answer,
             turns_used=episode.turns_used,
             turn_budget=episode.turn_budget,
-            semantic_paragraph_ids=sorted(episode.semantic_paragraph_ids),
-            keyword_paragraph_ids=sorted(episode.keyword_paragraph_ids),
-            read_paragraph_ids=sorted(episode.read_paragraph_ids),
+            evidence_ids={kind: sorted(ids) for kind, ids in episode.evidence_ids.items()},
             tool_calls=dict(episode.tool_calls),
             errors=dict(episode.errors),
             reward=reward,
@@ -106,25 +141,19 @@ class Trajectory:
             answer=self.answer,
             gold_answers=self.gold_answers,
             gold_paragraph_ids=self.gold_paragraph_ids,
-            semantic_paragraph_ids=self.semantic_paragraph_ids,
-            keyword_paragraph_ids=self.keyword_paragraph_ids,
-            read_paragraph_ids=self.read_paragraph_ids,
+            evidence_ids=self.evidence_ids,
             turns=self.turns,
             turn_budget=self.turn_budget,
         )
 
     @property
     def retrieved_paragraph_ids(self) -> set[int]:
-        """Every paragraph the episode saw: search hits of any tool, and reads."""
-        return (
-            set(self.semantic_paragraph_ids)
-            | set(self.keyword_paragraph_ids)
-            | set(self.read_paragraph_ids)
-        )
+        """Every paragraph the episode saw: search hits of any tool, reads, a tool's own kind."""
+        return set().union(*self.evidence_ids.values())
 
     def to_json(self, include_tokens: bool = False) -> dict[str, Any]:
         """The JSON object of one ``trajectories.jsonl`` line (keys in field order)."""
-        data = asdict(self)
+        data = _flat_evidence(asdict(self))
         data["stop_reason"] = str(self.stop_reason)
         for turn in data["turns"]:
             turn["error"] = None if turn["error"] is None else str(turn["error"])
@@ -151,6 +180,7 @@ class Trajectory:
         data = dict(data)
         tokens = data.pop("tokens", None)
         try:
+            data["evidence_ids"] = _evidence_from_keys(data)
             data["turns"] = [_turn_record(turn) for turn in data["turns"]]
             data["errors"] = {parse_turn_error(k): v for k, v in data["errors"].items()}
             data["stop_reason"] = StopReason(data["stop_reason"])
@@ -160,6 +190,33 @@ class Trajectory:
         except (KeyError, ValueError, AttributeError) as error:
             raise TypeError(f"not a trajectory record: {error!r}") from error
         return cls(**data, tokens=TokenTrace(**tokens) if tokens else None)
+
+
+_FIELDS = frozenset(f.name for f in fields(Trajectory))
+
+
+def _flat_evidence(data: dict[str, Any]) -> dict[str, Any]:
+    """``asdict`` output with ``evidence_ids`` replaced, in its place, by one
+    ``<kind>_paragraph_ids`` key per kind: the core kinds in their order, then the others."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key != "evidence_ids":
+            flat[key] = value
+            continue
+        for kind in evidence_kinds_in_order(value):
+            flat[f"{kind}{EVIDENCE_SUFFIX}"] = value[kind]
+    return flat
+
+
+def _evidence_from_keys(data: dict[str, Any]) -> dict[str, list[int]]:
+    """Pop every ``<kind>_paragraph_ids`` key that is not a field (``gold_paragraph_ids`` is)
+    from ``data`` into the evidence mapping; KeyError when a core kind is missing."""
+    keys = [k for k in data if k.endswith(EVIDENCE_SUFFIX) and k not in _FIELDS]
+    evidence = {key.removesuffix(EVIDENCE_SUFFIX): data.pop(key) for key in keys}
+    missing = [kind for kind in CORE_EVIDENCE_KINDS if kind not in evidence]
+    if missing:
+        raise KeyError(f"{missing[0]}{EVIDENCE_SUFFIX}")
+    return evidence
 
 
 def _turn_record(data: dict[str, Any]) -> TurnRecord:

@@ -33,10 +33,10 @@ from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.context import observation_tokens, read_trajectories
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version
-from grasp.eval.summary import summarize
+from grasp.eval.summary import read_calls, summarize
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.config import DevCurveSettings
-from grasp.types import Question, StopReason, ToolName
+from grasp.types import Question, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -116,15 +116,9 @@ def step_dir(run_dir: Path, step: int) -> Path:
 
 
 def reads(trajectory: Trajectory) -> tuple[int, int]:
-    """Reads that ran and reads refused (a well-formed call its tool refused) of an episode."""
-    ran = refused = 0
-    for turn in trajectory.turns:
-        if turn.call and turn.call["name"] == ToolName.READ_PARAGRAPH.value:
-            if turn.error is None:
-                ran += 1
-            else:
-                refused += 1
-    return ran, refused
+    """Reads that ran and reads refused (a well-formed call its tool refused) of an episode:
+    the evaluation's count (``grasp.eval.summary.read_calls``)."""
+    return read_calls(trajectory)
 
 
 def curve_entry(trajectories: Sequence[Trajectory], count: Callable[[str], int]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grasp.env.tools import default_tool_names
 from grasp.reward import TERM_NAMES
 from grasp.train.metrics_log import read_metrics
 
@@ -24,15 +25,8 @@ PANELS = (
         "reward",
         ("reward/total", *(f"reward/{name}" for name in TERM_NAMES)),
     ),
-    (
-        "tool use per episode",
-        (
-            "tools/semantic_search_per_episode",
-            "tools/keyword_search_per_episode",
-            "tools/read_paragraph_per_episode",
-            "tools/answer_per_episode",
-        ),
-    ),
+    # The default tool set's calls (semantic_search, keyword_search, read_paragraph, answer).
+    ("tool use per episode", tuple(f"tools/{t}_per_episode" for t in default_tool_names())),
     ("errors", ("tools/parse_error_rate", "tools/invalid_call_rate", "groups/zero_reward_spread")),
     ("optimization", ("loss", "kl")),
     ("vLLM importance sampling", IMPORTANCE_SAMPLING_METRICS),

@@ -17,10 +17,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from grasp.env.tools import tool_names
 from grasp.eval.summary import count_events
 from grasp.rollout.chat import TokenTrace
 from grasp.rollout.trajectory import Trajectory
-from grasp.types import StopReason, ToolName
+from grasp.types import StopReason
 
 REPORT_KEY = "grasp_rollout"
 """Key of the ``RolloutReport`` in the rollout's output."""
@@ -106,8 +107,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
     for key in rewards[0]:
         if key.startswith("reward/"):
             metrics[key] = statistics.fmean(r[key] for r in rewards)
-    for tool in ToolName:
-        metrics[f"tools/{tool.value}_per_episode"] = counts.tool_calls[tool] / n
+    for name in tool_names():
+        metrics[f"tools/{name}_per_episode"] = counts.tool_calls[name] / n
     for reason in StopReason:
         metrics[f"stop/{reason.value}"] = counts.stops[reason] / n
     return metrics

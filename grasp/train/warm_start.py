@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from grasp.env.environment import RetrievalEnvironment
+from grasp.env.tools import ToolRole
 from grasp.models import LoadedModel, ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
-from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan, plan_tool
+from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan, plan_tool, plan_tools
 from grasp.rollout.trajectory import Trajectory, write_trajectories
 from grasp.train.process import RunProcess, SingleProcess
 from grasp.types import Question
@@ -200,8 +201,11 @@ def scripted_episodes(
     return episodes
 
 
-SUBSTITUTES = {"semantic_search": "keyword_search", "keyword_search": "semantic_search"}
-"""The tool a plan calls instead of a search the run lacks (``adapt_plan``)."""
+def substitutes(tool: str) -> list[str]:
+    """The searches a plan may call instead of ``tool`` when the run lacks it (``adapt_plan``):
+    the other searches a plan can name (semantic_search for keyword_search, and back)."""
+    searches = plan_tools(ToolRole.SEARCH)
+    return [other for other in searches if other != tool] if tool in searches else []
 
 
 def adapt_plan(plan: Sequence[str], tools: Sequence[str]) -> list[str]:
@@ -218,8 +222,8 @@ def adapt_plan(plan: Sequence[str], tools: Sequence[str]) -> list[str]:
         if tool in tools:
             adapted.append(step)
             continue
-        substitute = SUBSTITUTES.get(tool)
-        if substitute in tools and substitute not in called:
+        substitute = next((s for s in substitutes(tool) if s in tools and s not in called), None)
+        if substitute is not None:
             adapted.append(substitute + step.removeprefix(tool))  # a bridge stays a bridge
     return adapted
 

@@ -10,6 +10,7 @@ import pytest
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
 from grasp.env.parser import parse_turn
 from grasp.env.tool_specs import tool_schema, tool_specs
+from grasp.env.tools import tool_names
 from grasp.reward import DEFAULT_REWARD_CONFIG, RewardConfig, compute_reward
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy, tool_call_text
@@ -123,8 +124,8 @@ QUOTED_QUESTION = (
 )
 BRACES = '<tool_call>\n{"name": "answer", "arguments": {"answer": "Paris"}}}}\n</tool_call>'
 BRACKET = '<tool_call>\n{"name": "answer", "arguments": {"answer": "Paris"]\n</tool_call>'
-SPECS = tool_specs(list(ToolName))
-HANDLE_SPECS = tool_specs(list(ToolName), handles=True)
+SPECS = tool_specs(tool_names())
+HANDLE_SPECS = tool_specs(tool_names(), handles=True)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from grasp.env.parser import ParsedTurn, ParseError, ParseErrorKind, ToolCall, parse_turn
 from grasp.env.tool_specs import tool_schema, tool_specs
+from grasp.env.tools import tool_names
 from grasp.types import ToolName
 
 K = ParseErrorKind
@@ -18,7 +19,7 @@ GRASP = tool_specs(
     [ToolName.SEMANTIC_SEARCH, ToolName.KEYWORD_SEARCH, ToolName.READ_PARAGRAPH, ToolName.ANSWER]
 )
 SEARCH_R1 = tool_specs([ToolName.SEARCH, ToolName.ANSWER])
-ALL = tool_specs(ToolName)
+ALL = tool_specs(tool_names())
 
 
 def wrap(body: str) -> str:
@@ -296,7 +297,7 @@ def call_shaped(draw) -> dict:
     """A {"name", "arguments"} object, mostly for a real tool with mostly plausible arguments,
     so that fuzzing reaches both valid calls and every argument check."""
     junk_name = draw(st.integers(0, 7)) == 0
-    name = draw(st.sampled_from(["search_web", "", "Answer"] if junk_name else list(ToolName)))
+    name = draw(st.sampled_from(["search_web", "", "Answer"] if junk_name else list(ALL)))
     params = list(ALL[name].parameters) if name in ALL else ["query"]
     keys = draw(st.lists(st.sampled_from(params), min_size=1, max_size=2, unique=True))
     if draw(st.integers(0, 7)) == 0:

@@ -8,13 +8,8 @@ import re
 
 import pytest
 
-from grasp.env.tool_specs import (
-    TOOL_FUNCTIONS,
-    ParamSpec,
-    ToolSpec,
-    tool_schema,
-    tool_specs,
-)
+from grasp.env.tool_specs import ParamSpec, ToolSpec, tool_schema, tool_specs
+from grasp.env.tools import TOOLS, tool_names
 from grasp.types import ToolName
 
 GRASP_TOOLS = (
@@ -25,18 +20,24 @@ GRASP_TOOLS = (
 )
 
 
-def test_every_tool_name_has_a_function_named_after_it():
-    assert set(TOOL_FUNCTIONS) == set(ToolName)
-    for name, function in TOOL_FUNCTIONS.items():
-        assert function.__name__ == name.value
+def test_every_registered_tool_has_a_function_named_after_it():
+    assert tool_names() == (
+        "semantic_search",
+        "keyword_search",
+        "read_paragraph",
+        "search",
+        "answer",
+    )
+    for name, tool in TOOLS.items():
+        assert tool.signature.__name__ == name
 
 
-@pytest.mark.parametrize("name", list(ToolName))
+@pytest.mark.parametrize("name", tool_names())
 def test_tool_functions_are_schema_only(name):
     kwargs = {"sentence_id": 1} if name == ToolName.READ_PARAGRAPH else {}
     args = () if kwargs else ("x",)
     with pytest.raises(NotImplementedError):
-        TOOL_FUNCTIONS[name](*args, **kwargs)
+        TOOLS[name].signature(*args, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_schema_shape(name, properties, required):
     schema = tool_schema(name)
     assert schema["type"] == "function"
     function = schema["function"]
-    assert function["name"] == name.value
+    assert function["name"] == name
     assert function["description"]
     params = function["parameters"]
     assert params["type"] == "object"
@@ -94,7 +95,7 @@ def test_read_paragraph_description_states_the_exactly_one_rule():
 
 
 def test_descriptions_have_no_hard_wrapped_lines():
-    for name in ToolName:
+    for name in tool_names():
         function = tool_schema(name)["function"]
         texts = [function["description"], function["return"]["description"]]
         texts += [p["description"] for p in function["parameters"]["properties"].values()]
@@ -113,12 +114,12 @@ def test_tool_schema_accepts_plain_strings():
 
 
 def test_tool_specs_are_derived_from_schemas():
-    specs = tool_specs(ToolName)
-    for name in ToolName:
+    specs = tool_specs(tool_names())
+    for name in tool_names():
         params = tool_schema(name)["function"]["parameters"]
         required = set(params.get("required", []))
         spec = specs[name]
-        assert spec.name is name
+        assert spec.name == name and spec.name is TOOLS[name].name
         assert list(spec.parameters) == list(params["properties"])
         for arg, prop in params["properties"].items():
             assert spec.parameters[arg] == ParamSpec(prop["type"], arg in required)

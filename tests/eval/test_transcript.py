@@ -36,9 +36,7 @@ def trajectory() -> Trajectory:
         answer="Carondelet Canal",
         turns_used=3,
         turn_budget=5,
-        semantic_paragraph_ids=[1, 2, 3, 4, 5],
-        keyword_paragraph_ids=[],
-        read_paragraph_ids=[],
+        evidence_ids={"semantic": [1, 2, 3, 4, 5], "keyword": [], "read": []},
         tool_calls={"semantic_search": 1, "answer": 1},
         errors={"invalid_argument": 1},
         reward=RewardBreakdown(
