@@ -23,7 +23,7 @@ the comparison pairs every variant with the full run on those questions.
 After each job, <sweep_dir>/comparison.json and comparison.md are rewritten: every variant's
 evaluation after training, with its delta against the full run of the same sweep. A variant
 that failed is recorded (failed.json), shown as failed, and makes the sweep exit non-zero.
-The sweep's logic lives in grasp/eval/ablation_sweep.py, the table in grasp/eval/ablation.py.
+The sweep's logic lives in grasp/experiments/ablation_sweep.py, the table in grasp/experiments/ablation.py.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grasp.config import AblateConfig, CompareMode, register_configs, to_dataclass
-from grasp.eval.ablation import Ablation
-from grasp.eval.ablation_sweep import compare_sweep, evaluate_variant, train_variant
+from grasp.experiments.ablation import Ablation
+from grasp.experiments.ablation_sweep import compare_sweep, evaluate_variant, train_variant
 from grasp.types import parse_enum
 
 register_configs()

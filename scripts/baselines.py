@@ -17,10 +17,10 @@ baseline.reranker.path is set, and its row says so.
 
 Trained policies are rows too (``trained`` in configs/baselines.yaml: row name -> run_dir,
 stage, label): each is evaluated by ``scripts/evaluate.py run_dir=R stage=S`` into
-<sweep_dir>/<row>, in the run's own environment and rollout settings (grasp/eval/trained.py),
+<sweep_dir>/<row>, in the run's own environment and rollout settings (grasp/experiments/trained.py),
 with the same datasets, n, seed and judge as the baselines.
 
-The sweep itself lives in grasp/eval/baseline_sweep.py, the table in grasp/eval/baseline_table.py.
+The sweep itself lives in grasp/experiments/baseline_sweep.py, the table in grasp/experiments/baseline_table.py.
 
 After each baseline, <sweep_dir>/table.json and table.md are rewritten: per dataset EM, F1,
 JD and recall with 95% bootstrap intervals and the wall time, then pooled and macro over the
@@ -43,7 +43,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grasp.config import BaselinesConfig, register_configs, to_dataclass
-from grasp.eval.baseline_sweep import run_sweep
+from grasp.experiments.baseline_sweep import run_sweep
 
 register_configs()
 

@@ -34,7 +34,7 @@ from omegaconf import DictConfig
 
 from grasp.config import EvaluateConfig, register_configs, to_dataclass
 from grasp.eval.protocol import evaluate_datasets
-from grasp.eval.trained import for_trained_run
+from grasp.experiments.trained import for_trained_run
 from grasp.threads import set_threads
 
 register_configs()

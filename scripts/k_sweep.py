@@ -8,7 +8,7 @@ For each k of ``ks``, scripts/baselines.py evaluates ``baselines`` on ``datasets
 each, seed 42) with env.top_k=k into <root>/k<k>/ (its own table.md, provenance and resume:
 a finished row is skipped, an interrupted one resumes), with no trained rows. Then
 <root>/k_sweep.json and k_sweep.md lay the rows side by side: per baseline and k, the trigger
-rate, EM, F1, recall and context tokens (grasp/eval/k_sweep.py).
+rate, EM, F1, recall and context tokens (grasp/experiments/k_sweep.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import hydra
 from omegaconf import DictConfig
 
 from grasp.config import KSweepConfig, register_configs, to_dataclass
-from grasp.eval.k_sweep import k_folder, read_k_sweep, write_k_sweep
+from grasp.experiments.k_sweep import k_folder, read_k_sweep, write_k_sweep
 from grasp.paths import REPO_ROOT
 
 register_configs()

@@ -6,14 +6,14 @@
     python scripts/robustness.py dataset=musique poisoning.copies=16 out=runs/robustness/musique
 
 A seed-42 sample of n dev questions; their pooled paragraphs are the clean corpus. The attacks
-are built from those questions at run time by seeded functions (grasp/eval/adversarial.py):
+are built from those questions at run time by seeded functions (grasp/experiments/adversarial.py):
 injected instructions that name each question's entity, near-identical copies of a paragraph
 claiming a wrong answer (searched without and with near-duplicate detection at index build),
 and the questions with their evidence removed (ended by the turn, token and wall-clock budgets).
 Each run is evaluated into out/<run>/ over its own index under indexes/robustness/; then
 out/robustness.json and out/robustness.md: attack success rates, clean-vs-attacked EM/F1/recall,
 the copies' share of the top-K slots and the answer flips, and how every exhausted episode ended.
-The work is ``grasp.eval.robustness``.
+The work is ``grasp.experiments.robustness``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from grasp.config import RobustnessConfig, register_configs, to_dataclass
-from grasp.eval.robustness import run_robustness, trained_policy
+from grasp.experiments.robustness import run_robustness, trained_policy
 from grasp.threads import set_threads
 
 register_configs()
@@ -39,7 +39,7 @@ register_configs()
 
 @hydra.main(version_base=None, config_path="../configs", config_name="robustness")
 def main(cfg: DictConfig) -> None:
-    """Compose the config, then run the suite (``grasp.eval.robustness.run_robustness``)."""
+    """Compose the config, then run the suite (``grasp.experiments.robustness.run_robustness``)."""
     config = to_dataclass(cfg, RobustnessConfig)
     if config.run_dir is not None:  # a trained policy, in the environment it was trained in
         config = trained_policy(config, HydraConfig.get().overrides.task)

@@ -21,7 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from grasp.types import DatasetName, Paragraph, Question, SupportingFact
+from grasp.data import write_normalized
+from grasp.env.episode import TurnRecord
+from grasp.reward import compute_reward
+from grasp.rollout.trajectory import Trajectory
+from grasp.types import (
+    DatasetName,
+    EpisodeEvidence,
+    Paragraph,
+    Question,
+    StopReason,
+    SupportingFact,
+)
 
 P = {
     "curie": Paragraph(
@@ -254,3 +265,82 @@ def judge_server(loopback) -> Iterator[JudgeServer]:
     with loopback(_handler(state)) as url:
         state.url = url
         yield state
+
+
+# --------------------------------------------------------------------------- shared by
+# the evaluation, training and experiments tests
+
+
+def make_trajectory(
+    episode_id: str,
+    answer: str | None,
+    gold_answers: tuple[str, ...],
+    gold: set[int],
+    semantic: set[int] = frozenset(),
+    keyword: set[int] = frozenset(),
+    read: set[int] = frozenset(),
+    turns: list[TurnRecord] | None = None,
+    tool_calls: dict[str, int] | None = None,
+    errors: dict[str, int] | None = None,
+    stop_reason: str = "answered",
+    dataset: str = "hotpotqa",
+) -> Trajectory:
+    """A finished episode with the given evidence; its reward is computed for real."""
+    turns = turns or [TurnRecord(text="")]
+    errors = errors or {}
+    evidence = EpisodeEvidence(
+        answer=answer,
+        gold_answers=gold_answers,
+        gold_paragraph_ids=frozenset(gold),
+        evidence_ids={
+            "semantic": frozenset(semantic),
+            "keyword": frozenset(keyword),
+            "read": frozenset(read),
+        },
+        turns_used=len(turns),
+        turn_budget=6,
+        invalid_turns=sum(errors.values()),
+    )
+    question_id = episode_id.split("#")[0]
+    return Trajectory(
+        episode_id=episode_id,
+        question_id=question_id,
+        dataset=dataset,
+        group_id=0,
+        sample_index=0,
+        question=f"question {question_id}?",
+        gold_answers=list(gold_answers),
+        gold_paragraph_ids=sorted(gold),
+        turns=turns,
+        stop_reason=StopReason(stop_reason),
+        answer=answer,
+        turns_used=len(turns),
+        turn_budget=6,
+        evidence_ids={
+            "semantic": sorted(semantic),
+            "keyword": sorted(keyword),
+            "read": sorted(read),
+        },
+        tool_calls=tool_calls or {},
+        errors=errors,
+        reward=compute_reward(evidence),
+    )
+
+
+@pytest.fixture
+def trajectory():
+    """``make_trajectory``: build a finished episode by hand."""
+    return make_trajectory
+
+
+@pytest.fixture(scope="session")
+def tiny_questions_file(tmp_path_factory, tiny_questions) -> Path:
+    """The tiny corpus's questions, repeated under new ids so that both halves are non-empty."""
+    import dataclasses
+
+    questions = [
+        dataclasses.replace(q, question_id=f"{q.question_id}-{copy}")
+        for copy in range(4)
+        for q in tiny_questions
+    ]
+    return write_normalized(questions, tmp_path_factory.mktemp("questions") / "dev.jsonl")

@@ -13,8 +13,8 @@ import os
 import time
 from typing import Any
 
+from grasp.bench.config import BenchAdaptersConfig
 from grasp.bench.report import machine
-from grasp.config import BenchAdaptersConfig
 
 log = logging.getLogger("bench_adapters")
 

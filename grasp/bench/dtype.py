@@ -12,9 +12,9 @@ import os
 import time
 from typing import Any
 
+from grasp.bench.config import BenchDtypeConfig
 from grasp.bench.report import format_value, machine
 from grasp.bench.threads import timed_rate
-from grasp.config import BenchDtypeConfig
 from grasp.models import ModelConfig, load_policy_model, native_bfloat16, torch_dtype
 from grasp.threads import set_threads
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from grasp.config import BenchEnvConfig, dataset_path, default_index_dir
+from grasp.bench.config import BenchEnvConfig
 from grasp.data import load_questions
+from grasp.data.config import dataset_path
 from grasp.env.environment import RetrievalEnvironment
+from grasp.paths import default_index_dir
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import build_policy
 from grasp.rollout.scripted import HeuristicSearchPolicy

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from grasp.bench.report import write_report
-from grasp.config import REPO_ROOT, DatasetConfig, EvalRetrievalConfig, dataset_path
 from grasp.corpus import CorpusIndex, build_index
 from grasp.corpus.fusion import FusionConfig
 from grasp.data import load_questions, sample_questions
+from grasp.data.config import DatasetConfig, dataset_path
+from grasp.eval.config import EvalRetrievalConfig
 from grasp.eval.provenance import code_version
 from grasp.metrics import bootstrap_ci, paragraph_recall
+from grasp.paths import REPO_ROOT
 from grasp.types import Granularity, Question, Retriever
 
 log = logging.getLogger("eval_fusion")

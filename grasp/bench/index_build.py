@@ -27,9 +27,9 @@ import numpy as np
 import psutil
 from omegaconf import OmegaConf
 
+from grasp.bench.config import BenchBuildConfig
 from grasp.bench.measure import recall_at_k
 from grasp.bench.report import machine, metric_columns
-from grasp.config import BenchBuildConfig, DatasetConfig, dataset_path, to_dataclass
 from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE
 from grasp.corpus.dense import configure_search, load_dense_index
@@ -40,7 +40,9 @@ from grasp.corpus.synthetic import (
     corpus_paragraphs,
     load_real_pool,
 )
+from grasp.data.config import DatasetConfig, dataset_path
 from grasp.paths import REPO_ROOT
+from grasp.structured import to_dataclass
 from grasp.types import Granularity
 
 log = logging.getLogger("bench_build")

@@ -31,9 +31,9 @@ import Stemmer
 import torch
 from rank_bm25 import BM25Okapi
 
+from grasp.bench.config import BenchRetrievalConfig
 from grasp.bench.measure import latency_metrics, recall_at_k, time_batch, time_each
 from grasp.bench.report import format_value, machine, metric_columns
-from grasp.config import BenchRetrievalConfig, DatasetConfig, dataset_path
 from grasp.corpus import CorpusIndex, DenseIndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.bm25 import top_positive
 from grasp.corpus.build import EMBEDDINGS_FILE
@@ -48,6 +48,7 @@ from grasp.corpus.synthetic import (
     corpus_vectors,
     load_real_pool,
 )
+from grasp.data.config import DatasetConfig, dataset_path
 from grasp.paths import REPO_ROOT
 from grasp.threads import available_cores
 from grasp.types import Granularity, Retriever

@@ -27,9 +27,11 @@ from typing import Any
 import numpy as np
 import requests as http
 
-from grasp.config import REPO_ROOT, BenchServeConfig, dataset_path, default_index_dir
+from grasp.bench.config import BenchServeConfig
 from grasp.corpus import CorpusIndex, build_index
 from grasp.data import load_questions
+from grasp.data.config import dataset_path
+from grasp.paths import REPO_ROOT, default_index_dir
 from grasp.serve.agreement import hits_difference
 from grasp.serve.client import RemoteIndex
 from grasp.types import Hit, Retriever

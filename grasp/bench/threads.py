@@ -13,8 +13,8 @@ import sys
 import time
 from typing import Any
 
+from grasp.bench.config import BenchThreadsConfig
 from grasp.bench.report import machine
-from grasp.config import BenchThreadsConfig
 from grasp.threads import available_cores, set_threads
 
 log = logging.getLogger("bench_threads")

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grasp.bench.config import BenchTrainStepConfig
 from grasp.bench.report import machine
-from grasp.config import BenchTrainStepConfig
 from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
 from grasp.train.trainer import build_training, make_grpo_trainer
 from grasp.train.warm_start import WarmStartSettings

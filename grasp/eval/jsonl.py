@@ -74,3 +74,14 @@ def end_last_line(path: Path) -> None:
         if not ended:
             with path.open("ab") as handle:
                 handle.write(b"\n")
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ValueError naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from grasp.compressed import compress, decompress, stored_path
 from grasp.corpus.corpus import SentenceCorpus
+from grasp.eval.config_diff import config_differences, flatten, predates
 from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
 from grasp.eval.ladder import ladder_markdown, ladder_section
@@ -54,7 +55,6 @@ from grasp.eval.results import (
 from grasp.eval.resume import FinishedEpisodes, collect, failed, locked, write_atomic
 from grasp.eval.summary import EpisodeScores, summarize
 from grasp.eval.supporting import seen_sentence_ids, supporting_sentences
-from grasp.eval.sweep import config_differences, flatten, predates
 from grasp.eval.tables import results_markdown
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
@@ -399,7 +399,7 @@ def check_or_write_config(path: Path, config: dict[str, Any]) -> None:
 
     Raises ValueError naming the differing keys when the folder holds an evaluation with
     another configuration (a field added since it was written is none, at the value it ran
-    with: ``grasp.eval.sweep.predates``), and naming the file when it is not a JSON object (cut short by
+    with: ``grasp.experiments.sweep.predates``), and naming the file when it is not a JSON object (cut short by
     an older, non-atomic writer, or edited).
     """
     text = json.dumps(config, indent=2, sort_keys=True, default=str)

@@ -21,15 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from grasp.baselines import build_baseline_policy
-from grasp.config import (
-    REPO_ROOT,
-    DatasetConfig,
-    EvaluateConfig,
-    dataset_path,
-    default_index_dir,
-)
 from grasp.data import DataSource, load_questions, sample_questions
+from grasp.data.config import DatasetConfig, dataset_path
 from grasp.env.environment import RetrievalEnvironment, check_top_k
+from grasp.eval.config import EvaluateConfig
 from grasp.eval.judge import build_judge
 from grasp.eval.ladder import ladder_markdown, pool_sections
 from grasp.eval.policy_eval import evaluate_policy
@@ -43,6 +38,7 @@ from grasp.eval.results import DatasetResults, EvaluationResults, OverallResults
 from grasp.eval.summary import EpisodeScores, overall_summary
 from grasp.eval.tables import results_markdown
 from grasp.eval.transcript import transcript
+from grasp.paths import REPO_ROOT, default_index_dir
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.rollout.trajectory import Trajectory

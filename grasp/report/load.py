@@ -26,9 +26,9 @@ from typing import Any
 
 from grasp.compressed import read_text, stored_path
 from grasp.env.episode import INVALID_CALL
+from grasp.eval.jsonl import read_json
 from grasp.eval.results import DatasetEvaluation, DatasetResults, EvaluationResults, PooledResults
 from grasp.eval.resume import collect
-from grasp.eval.sweep import read_json
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 from grasp.train.metrics_log import METRICS_FILE, read_metrics

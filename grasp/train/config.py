@@ -14,6 +14,7 @@ from grasp.models import ModelConfig
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
 from grasp.train.dynamic_sampling import DynamicSamplingSettings
+from grasp.train.process import WandbMode
 from grasp.train.warm_start import WarmStartSettings
 from grasp.types import DatasetName, StrEnum, check_choice, check_range, parse_enum
 
@@ -46,15 +47,6 @@ class TrainSource(StrEnum):
     """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
     HUB = "hub"
     """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
-
-
-class WandbMode(StrEnum):
-    """Whether a run also logs to Weights & Biases (metrics.jsonl is always written)."""
-
-    DISABLED = "disabled"
-    OFFLINE = "offline"
-    """Written under the run directory, synced later (``wandb sync``)."""
-    ONLINE = "online"
 
 
 class VllmMode(StrEnum):

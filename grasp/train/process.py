@@ -21,10 +21,18 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from grasp.train.config import WandbMode  # grasp.train.config imports this module
+from grasp.types import StrEnum
+
+
+class WandbMode(StrEnum):
+    """Whether a run also logs to Weights & Biases (metrics.jsonl is always written)."""
+
+    DISABLED = "disabled"
+    OFFLINE = "offline"
+    """Written under the run directory, synced later (``wandb sync``)."""
+    ONLINE = "online"
 
 
 class RunProcess(Protocol):
@@ -94,8 +102,6 @@ def set_process_environment(wandb: WandbMode, run_dir: Path) -> None:
     TRL's warning about the experimental ``rollout_func`` silenced, and wandb's mode and
     folder (its files go in ``run_dir``). Values
     already in the environment are kept."""
-    from grasp.train.config import WandbMode
-
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if wandb is not WandbMode.DISABLED:
         os.environ.setdefault("WANDB_MODE", wandb.value)

@@ -18,15 +18,14 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from grasp.config import default_index_dir
 from grasp.corpus import IndexConfig, build_index
 from grasp.corpus.index import SearchIndex
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
+from grasp.eval.config_diff import config_differences
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version
 from grasp.eval.results import DatasetEvaluation
-from grasp.eval.sweep import config_differences
 from grasp.models import (
     WHEEL_PREFIX,
     LoadedModel,
@@ -38,6 +37,7 @@ from grasp.models import (
     sharded_by_launcher,
     warn_if_emulated_bfloat16,
 )
+from grasp.paths import default_index_dir
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import model_policy

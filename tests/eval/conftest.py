@@ -12,72 +12,7 @@ import pytest
 from evaluate_fixture import DATASETS
 
 from grasp.data import write_normalized
-from grasp.env.episode import TurnRecord
-from grasp.reward import compute_reward
-from grasp.rollout.trajectory import Trajectory
-from grasp.types import DatasetName, EpisodeEvidence, StopReason, SupportingFact
-
-
-def make_trajectory(
-    episode_id: str,
-    answer: str | None,
-    gold_answers: tuple[str, ...],
-    gold: set[int],
-    semantic: set[int] = frozenset(),
-    keyword: set[int] = frozenset(),
-    read: set[int] = frozenset(),
-    turns: list[TurnRecord] | None = None,
-    tool_calls: dict[str, int] | None = None,
-    errors: dict[str, int] | None = None,
-    stop_reason: str = "answered",
-    dataset: str = "hotpotqa",
-) -> Trajectory:
-    """A finished episode with the given evidence; its reward is computed for real."""
-    turns = turns or [TurnRecord(text="")]
-    errors = errors or {}
-    evidence = EpisodeEvidence(
-        answer=answer,
-        gold_answers=gold_answers,
-        gold_paragraph_ids=frozenset(gold),
-        evidence_ids={
-            "semantic": frozenset(semantic),
-            "keyword": frozenset(keyword),
-            "read": frozenset(read),
-        },
-        turns_used=len(turns),
-        turn_budget=6,
-        invalid_turns=sum(errors.values()),
-    )
-    question_id = episode_id.split("#")[0]
-    return Trajectory(
-        episode_id=episode_id,
-        question_id=question_id,
-        dataset=dataset,
-        group_id=0,
-        sample_index=0,
-        question=f"question {question_id}?",
-        gold_answers=list(gold_answers),
-        gold_paragraph_ids=sorted(gold),
-        turns=turns,
-        stop_reason=StopReason(stop_reason),
-        answer=answer,
-        turns_used=len(turns),
-        turn_budget=6,
-        evidence_ids={
-            "semantic": sorted(semantic),
-            "keyword": sorted(keyword),
-            "read": sorted(read),
-        },
-        tool_calls=tool_calls or {},
-        errors=errors,
-        reward=compute_reward(evidence),
-    )
-
-
-@pytest.fixture
-def trajectory():
-    """``make_trajectory``: build a finished episode by hand."""
-    return make_trajectory
+from grasp.types import DatasetName, SupportingFact
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from grasp.config import BaselinesConfig, EvaluateConfig, register_configs, to_dataclass
 from grasp.data import write_normalized
-from grasp.eval.baseline_table import Baseline
+from grasp.experiments.baseline_table import Baseline
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "baselines.py"
@@ -31,7 +31,7 @@ register_configs()
 
 @pytest.fixture(scope="module")
 def baselines():
-    from grasp.eval import baseline_sweep
+    from grasp.experiments import baseline_sweep
 
     return baseline_sweep
 
@@ -213,7 +213,7 @@ def sweep_command(sweep: Path) -> list[str]:
 def test_the_committed_baselines_are_finished_under_todays_configuration():
     """A config field added since results/baselines/hf ran must not make the sweep evaluate
     those baselines again (or refuse to resume into their folders): each field that cannot
-    have changed their trajectories is listed in grasp/eval/sweep.py's predates. The table was
+    have changed their trajectories is listed in grasp/experiments/sweep.py's predates. The table was
     made in bfloat16: the dtypes are pinned, since ${cpu_dtype:} is float32 on a CPU without
     native bfloat16."""
     bf16 = [

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from grasp.data import write_normalized
-from grasp.eval.k_sweep import read_k_sweep, render_k_sweep, write_k_sweep
+from grasp.experiments.k_sweep import read_k_sweep, render_k_sweep, write_k_sweep
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "k_sweep.py"

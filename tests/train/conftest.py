@@ -3,25 +3,9 @@ tiny model (``tiny_model_dir``, tests/conftest.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from grasp.data import write_normalized
 from grasp.models import ModelConfig
-
-
-@pytest.fixture(scope="session")
-def tiny_questions_file(tmp_path_factory, tiny_questions) -> Path:
-    """The tiny corpus's questions, repeated under new ids so that both halves are non-empty."""
-    import dataclasses
-
-    questions = [
-        dataclasses.replace(q, question_id=f"{q.question_id}-{copy}")
-        for copy in range(4)
-        for q in tiny_questions
-    ]
-    return write_normalized(questions, tmp_path_factory.mktemp("questions") / "dev.jsonl")
 
 
 def _scripted_trainer(

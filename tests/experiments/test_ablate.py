@@ -19,8 +19,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from grasp.config import AblateConfig, register_configs, to_dataclass
-from grasp.eval.ablation import ABLATION_FIELDS, Ablation
-from grasp.eval.sweep import config_differences, record_failure
+from grasp.eval.config_diff import config_differences
+from grasp.experiments.ablation import ABLATION_FIELDS, Ablation
+from grasp.experiments.sweep import record_failure
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "ablate.py"
@@ -50,7 +51,7 @@ SHARED = (
 
 @pytest.fixture(scope="module")
 def ablate():
-    from grasp.eval import ablation_sweep
+    from grasp.experiments import ablation_sweep
 
     return ablation_sweep
 
@@ -256,7 +257,7 @@ def test_bad_dev_evaluation_settings_are_named(hydra_configs):
 
 def test_the_dev_evaluation_command_is_one_evaluate_py_takes(ablate, hydra_configs, tmp_path):
     from grasp.config import EvaluateConfig
-    from grasp.eval.trained import check_overrides
+    from grasp.experiments.trained import check_overrides
 
     config = to_dataclass(compose("ablate", overrides=["dev_n=7"]), AblateConfig)
     overrides = ablate.dev_eval_command(config, tmp_path / "none")[2:]

@@ -12,9 +12,9 @@ from grasp.corpus import CorpusIndex, IndexConfig, build_index
 from grasp.corpus.near_duplicates import NearDuplicateConfig
 from grasp.data import write_normalized
 from grasp.env.environment import EnvConfig, RetrievalEnvironment
-from grasp.eval.adversarial import inject, poison
-from grasp.eval.robustness import RunName, run_robustness
-from grasp.eval.robustness_metrics import (
+from grasp.experiments.adversarial import inject, poison
+from grasp.experiments.robustness import RunName, run_robustness
+from grasp.experiments.robustness_metrics import (
     answer_flips,
     attack_success,
     same_call,

@@ -1,6 +1,6 @@
 """The robustness suite's measurements: pure functions of trajectories, the attack and an index.
 
-``grasp.eval.robustness`` runs the suite; these turn its runs into numbers:
+``grasp.experiments.robustness`` runs the suite; these turn its runs into numbers:
 
 - ``attack_success``: the share of the injection run's episodes that answered an injected X
   or made, right after a turn that showed an injected paragraph, the call it asked for;
@@ -19,7 +19,7 @@ from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
 from grasp.env.environment import EnvConfig
 from grasp.env.tools import TOOLS, SearchTool, ToolRole, tools_with
-from grasp.eval.adversarial import Injection, Poison
+from grasp.experiments.adversarial import Injection, Poison
 from grasp.metrics import exact_match, normalize_answer
 from grasp.rollout.trajectory import Trajectory
 from grasp.types import Question, ToolName

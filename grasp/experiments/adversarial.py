@@ -4,7 +4,7 @@ Retrieved text is data, never instructions. Each builder here is a pure function
 questions and a seed (the same inputs give the same corpus, no file is edited by hand), and
 returns the questions with their adversarial paragraphs added as distractors, so that pooling
 them (``SentenceCorpus.from_questions``) puts the attack into the index; gold paragraphs and
-answers are left as they are. ``grasp.eval.robustness`` runs a policy over these corpora.
+answers are left as they are. ``grasp.experiments.robustness`` runs a policy over these corpora.
 
 - **Indirect prompt injection** (``inject``): for each question, one paragraph titled as its
   first gold paragraph (the question's entity), opening with that paragraph's first sentence

@@ -3,7 +3,7 @@
     report = run_robustness(config)      # a RobustnessConfig; scripts/robustness.py's work
 
 A seeded sample of ``config.n`` dev questions; their pooled paragraphs are the clean corpus,
-and ``grasp.eval.adversarial`` adds the attacks to it. Each run is an evaluation
+and ``grasp.experiments.adversarial`` adds the attacks to it. Each run is an evaluation
 (``grasp.eval.policy_eval.evaluate_policy``) in its own folder ``<out>/<run>/``, over its own
 index under ``<index_root>/<dataset>-<split>/<corpus>/`` (the exhaustion runs share one):
 
@@ -18,7 +18,7 @@ index under ``<index_root>/<dataset>-<split>/<corpus>/`` (the exhaustion runs sh
 - ``exhaustion_*``: the questions with their evidence removed, under the turn budget, the
   token budget (token-level policies only) and the wall-clock budget: how every episode ended.
 
-The measurements are ``grasp.eval.robustness_metrics``. Then ``<out>/robustness.json`` (``RobustnessReport.to_json``) and ``<out>/robustness.md``.
+The measurements are ``grasp.experiments.robustness_metrics``. Then ``<out>/robustness.json`` (``RobustnessReport.to_json``) and ``<out>/robustness.md``.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from grasp.baselines import build_baseline_policy
-from grasp.config import REPO_ROOT, RobustnessConfig
 from grasp.corpus.build import IndexConfig
 from grasp.corpus.index import SearchIndex
 from grasp.corpus.near_duplicates import NearDuplicateConfig
 from grasp.data import DataSource, default_normalized_path, load_questions, sample_questions
 from grasp.env.environment import EnvConfig, RetrievalEnvironment, check_top_k
-from grasp.eval.adversarial import inject, poison, unanswerable
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version, policy_identity
-from grasp.eval.robustness_metrics import (
+from grasp.experiments.adversarial import inject, poison, unanswerable
+from grasp.experiments.config import RobustnessConfig
+from grasp.experiments.robustness_metrics import (
     answer_flips,
     attack_success,
     hit_share,
@@ -50,8 +50,9 @@ from grasp.eval.robustness_metrics import (
     stop_reason_shares,
     top_k_share,
 )
-from grasp.eval.robustness_tables import robustness_markdown
-from grasp.eval.trained import for_trained_run
+from grasp.experiments.robustness_tables import robustness_markdown
+from grasp.experiments.trained import for_trained_run
+from grasp.paths import REPO_ROOT
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.factory import BuiltPolicy
 from grasp.rollout.trajectory import Trajectory
@@ -222,7 +223,7 @@ class Suite:
 
 def trained_policy(config: RobustnessConfig, overrides: Sequence[str]) -> RobustnessConfig:
     """``config`` (``run_dir`` set) attacking that run's policy in the environment it was
-    trained in (``grasp.eval.trained.for_trained_run``: overriding its env, index, rollout or
+    trained in (``grasp.experiments.trained.for_trained_run``: overriding its env, index, rollout or
     policy is refused); the output folder defaults to runs/robustness/<run>-<stage>."""
     assert config.run_dir is not None
     out = config.out or str(

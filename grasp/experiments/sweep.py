@@ -25,6 +25,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from grasp.eval.jsonl import read_json
 from grasp.types import StrEnum
 
 FAILED_FILE = "failed.json"
@@ -124,82 +125,6 @@ def read_failure(run_dir: Path) -> str | None:
     if not path.exists():
         return None
     return str(read_json(path).get("error", "unknown error"))
-
-
-# --- configurations ------------------------------------------------------------------------
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; ValueError naming the file when it is not one."""
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested configuration as {dotted key: leaf value}."""
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(flatten(value, f"{prefix}{key}."))
-    return flat
-
-
-def config_differences(config: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
-    """Keys (dotted) whose values differ between two resolved configurations, as they read
-    once written to JSON (enums as their values, tuples as lists)."""
-    a, b = flatten(as_json(config)), flatten(as_json(reference))
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
-def predates(key: str, resolved: Mapping[str, Any]) -> bool:
-    """True when an evaluation recorded before ``key`` existed ran as ``resolved`` would: the
-    field is one whose value cannot have changed that evaluation's trajectories. A field
-    added since that can change them is a difference: a baseline is evaluated again
-    (grasp/eval/baseline_table.py), a folder is not resumed (``check_or_write_config``)."""
-    if key.startswith("index.fusion."):
-        # The index's fused search serves scripts/eval_retrieval.py only: no policy calls it
-        # (single_step_hybrid fuses the environment's two searches itself).
-        return True
-    if key.startswith(("baseline.self_rag.", "baseline.index_router.")):
-        # Read by the self_rag and adaptive_self_rag policies only.
-        kind = resolved.get("baseline", {}).get("kind")
-        return kind not in ("self_rag", "adaptive_self_rag")
-    if key == "policy.adapters":
-        return not resolved.get("policy", {}).get("adapters")
-    if key == "stage":  # read with run_dir only
-        return resolved.get("run_dir") is None
-    if key == "rollout.reward.retrieval_needs_answer":  # False is the reward as it was
-        return not resolved.get("rollout", {}).get("reward", {}).get("retrieval_needs_answer")
-    if key == "env.citations":  # off: answer's schema and the prompts as they were
-        return not resolved.get("env", {}).get("citations")
-    if key == "rollout.max_episode_seconds":  # 0 is no wall-clock budget, as it was
-        return not resolved.get("rollout", {}).get("max_episode_seconds")
-    if key == "warm_start.adapt_plans":  # off: the plans as written, as they were played
-        return not resolved.get("warm_start", {}).get("adapt_plans")
-    if key in ("policy.reuse_cache", "grpo.reuse_cache"):  # off: every turn prefilled whole
-        section = key.split(".")[0]
-        return not resolved.get(section, {}).get("reuse_cache")
-    if key.startswith("index.near_duplicates."):  # off (threshold 0) is the index as it was
-        return not resolved.get("index", {}).get("near_duplicates", {}).get("threshold")
-    env = resolved.get("env", {})
-    if key == "env.hit_labels":  # ids: the hit labels and read_paragraph's argument as they were
-        return env.get("hit_labels", "ids") == "ids"
-    if key == "env.repair_calls":  # off: every call parsed strictly, as it was
-        return not env.get("repair_calls")
-    if key == "rollout.reward.no_answer_penalty":  # 0: no R_N, the reward as it was
-        return not resolved.get("rollout", {}).get("reward", {}).get("no_answer_penalty")
-    return False
-
-
-def as_json(tree: Any) -> Any:
-    """``tree`` as it reads back from the JSON a script writes (``default=str``)."""
-    return json.loads(json.dumps(tree, default=str))
 
 
 # --- the comparison files ------------------------------------------------------------------

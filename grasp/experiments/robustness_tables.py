@@ -1,4 +1,4 @@
-"""robustness.md: the robustness suite's report (``grasp.eval.robustness``) as tables.
+"""robustness.md: the robustness suite's report (``grasp.experiments.robustness``) as tables.
 
 markdown = robustness_markdown(report.to_json())
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from grasp.eval.sweep import escape_cell, markdown_table
+from grasp.experiments.sweep import escape_cell, markdown_table
 
 
 def _number(value: Any) -> str:

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.baseline_table import TRIGGER
-from grasp.eval.sweep import markdown_table
+from grasp.experiments.baseline_table import TRIGGER
+from grasp.experiments.sweep import markdown_table
 
 SWEEP_METRICS = ("em", "f1", "recall", "context_tokens")
 """The table.json cells shown beside the trigger rate (mean and 95% interval)."""

@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grasp.eval.config_diff import as_json, config_differences, flatten, predates
 from grasp.eval.context import TokenCounter, context_tokens, has_trajectories, read_trajectories
 from grasp.eval.failures import FailureCode, failure_shares
+from grasp.eval.jsonl import read_json
 from grasp.eval.paired import PAIRED_METRICS, compare_folders, signed
 from grasp.eval.results import (
     NOT_AVAILABLE,
@@ -48,20 +50,15 @@ from grasp.eval.results import (
     Summary,
 )
 from grasp.eval.summary import EpisodeScores, macro_summary, metric_values
-from grasp.eval.sweep import (
+from grasp.eval.tables import describe
+from grasp.experiments.sweep import (
     RunStatus,
     TableFiles,
-    as_json,
-    config_differences,
     escape_cell,
-    flatten,
     markdown_table,
-    predates,
     read_failure,
-    read_json,
     write_table_files,
 )
-from grasp.eval.tables import describe
 from grasp.metrics import bootstrap_ci
 from grasp.types import StrEnum
 

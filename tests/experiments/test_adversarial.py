@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grasp.corpus.near_duplicates import NearDuplicateConfig, similarity
-from grasp.eval.adversarial import (
+from grasp.experiments.adversarial import (
     InjectionConfig,
     InjectionKind,
     entity_paragraph,

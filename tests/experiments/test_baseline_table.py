@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grasp.env.episode import TurnRecord
-from grasp.eval.baseline_table import (
+from grasp.experiments.baseline_table import (
     Baseline,
     PlannedBaseline,
     baseline_table,
@@ -17,7 +17,7 @@ from grasp.eval.baseline_table import (
     unmet_requirement,
     write_table,
 )
-from grasp.eval.sweep import record_failure
+from grasp.experiments.sweep import record_failure
 from grasp.reward import TERM_NAMES, RewardBreakdown
 from grasp.types import RefusalKind
 

@@ -10,7 +10,7 @@ import torch
 
 from grasp.config import EvaluateConfig
 from grasp.env.environment import EnvConfig
-from grasp.eval.trained import check_overrides, for_trained_run
+from grasp.experiments.trained import check_overrides, for_trained_run
 from grasp.models import ModelConfig
 from grasp.rollout.adapters import apply_adapters
 from grasp.rollout.engine import RolloutConfig
@@ -130,7 +130,7 @@ def test_a_missing_stage_is_named(run_dir):
 
 def test_the_robustness_suite_attacks_a_trained_policy_in_its_own_environment(run_dir):
     from grasp.config import REPO_ROOT, RobustnessConfig
-    from grasp.eval.robustness import trained_policy
+    from grasp.experiments.robustness import trained_policy
 
     config = trained_policy(RobustnessConfig(run_dir=str(run_dir), n=5), overrides=["n=5"])
     assert (config.env.turn_budget, config.env.top_k) == (5, 4)

@@ -1,7 +1,7 @@
 """The ablation sweep behind scripts/ablate.py: each variant's scripts/train.py overrides, its
 training in a process of its own (skipped when finished), its evaluation on the dev sets
 (``dev_n`` > 0; scripts/evaluate.py in a process of its own, resumed when interrupted), and
-the comparison table (grasp/eval/ablation.py) rewritten after each variant.
+the comparison table (grasp/experiments/ablation.py) rewritten after each variant.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from typing import Any
 from hydra import compose
 from omegaconf import OmegaConf
 
-from grasp.config import AblateConfig, to_dataclass
-from grasp.eval.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
+from grasp.eval.config_diff import config_differences
 from grasp.eval.context import TokenCounter
-from grasp.eval.sweep import config_differences, job_overrides, read_failure, read_json, run_job
+from grasp.eval.jsonl import read_json
+from grasp.experiments.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
+from grasp.experiments.config import AblateConfig
+from grasp.experiments.sweep import job_overrides, read_failure, run_job
 from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
+from grasp.structured import to_dataclass
 from grasp.train.config import TrainConfig
 from grasp.train.warm_start import DONE_MARKER, MODEL_DIR
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from grasp.env.episode import TurnRecord
-from grasp.eval.ablation import (
+from grasp.eval.summary import summarize
+from grasp.experiments.ablation import (
     DEV_EVAL_DIR,
     FULL_WEIGHTS_TOTAL,
     Ablation,
@@ -20,8 +21,7 @@ from grasp.eval.ablation import (
     sweep_variants,
     write_comparison,
 )
-from grasp.eval.summary import summarize
-from grasp.eval.sweep import RunStatus, clear_failure, record_failure
+from grasp.experiments.sweep import RunStatus, clear_failure, record_failure
 
 WEIGHTS = {"alpha": 0.7, "beta": 0.15, "gamma": 0.15, "delta": 0.5, "threshold": 0.5}
 ALL_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]

@@ -1,8 +1,8 @@
 """The baseline sweep behind scripts/baselines.py: plan every row, evaluate the unfinished ones
-in processes of their own, and rewrite the table (grasp/eval/baseline_table.py) as they end.
+in processes of their own, and rewrite the table (grasp/experiments/baseline_table.py) as they end.
 
 Baselines are composed exactly as ``scripts/evaluate.py policy=P baseline=B`` would compose
-them; trained rows as ``scripts/evaluate.py run_dir=R stage=S`` (grasp/eval/trained.py). The
+them; trained rows as ``scripts/evaluate.py run_dir=R stage=S`` (grasp/experiments/trained.py). The
 composition needs Hydra's config directory initialized (the script's ``hydra.main``, or
 ``hydra.initialize_config_dir`` in tests).
 """
@@ -20,8 +20,10 @@ from hydra import compose
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from grasp.config import BaselinesConfig, EvaluateConfig, to_dataclass
-from grasp.eval.baseline_table import (
+from grasp.eval.config import EvaluateConfig
+from grasp.eval.context import TokenCounter
+from grasp.eval.protocol import load_dataset
+from grasp.experiments.baseline_table import (
     PlannedBaseline,
     QuestionTypes,
     is_finished,
@@ -29,12 +31,12 @@ from grasp.eval.baseline_table import (
     unmet_requirement,
     write_table,
 )
-from grasp.eval.context import TokenCounter
-from grasp.eval.protocol import load_dataset
-from grasp.eval.sweep import job_overrides, run_job
-from grasp.eval.trained import fixed_by_run, for_trained_run
+from grasp.experiments.config import BaselinesConfig
+from grasp.experiments.sweep import job_overrides, run_job
+from grasp.experiments.trained import fixed_by_run, for_trained_run
 from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
+from grasp.structured import to_dataclass
 
 log = logging.getLogger("baselines")
 

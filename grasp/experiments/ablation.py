@@ -5,7 +5,7 @@ of ``scripts/train.py``). This module reads those folders back and compares each
 evaluation after training with the matched full run (``none``) of the same sweep, the way the
 paper's ablations compare against their own reference run rather than the main result::
 
-    from grasp.eval.ablation import write_comparison
+    from grasp.experiments.ablation import write_comparison
     write_comparison(Path("runs/ablate/cpu_smoke"), ["none", "no_read", "no_rr"])
 
 writes ``comparison.json`` (every value, its delta against the full run and its 95% bootstrap
@@ -26,18 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from grasp.env.tools import tool_names
+from grasp.eval.config_diff import as_json, config_differences, flatten, predates
 from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
+from grasp.eval.jsonl import read_json
 from grasp.eval.paired import PAIRED_METRICS, PairedComparison, compare_folders
-from grasp.eval.sweep import (
+from grasp.experiments.sweep import (
     RunStatus,
-    as_json,
-    config_differences,
     escape_cell,
-    flatten,
     markdown_table,
-    predates,
     read_failure,
-    read_json,
     write_table_files,
 )
 from grasp.reward import REWARD_TERMS, RewardConfig

@@ -1,0 +1,39 @@
+"""Where a split's questions come from: ``DatasetConfig`` and the file it reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import MISSING
+
+from grasp.data import DataSource, default_normalized_path
+from grasp.types import (
+    DatasetName,
+    parse_enum,
+)
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+@dataclass
+class DatasetConfig:
+    """Where a split's questions come from."""
+
+    name: str = MISSING
+    """hotpotqa, 2wikimultihopqa or musique."""
+    source: str = "normalized"
+    """normalized (our JSONL), raw (the official release file) or hub (Hugging Face)."""
+    path: str | None = None
+    """File to read; default for normalized: data/<name>/<split>.jsonl."""
+
+    def __post_init__(self) -> None:
+        self.name = parse_enum(DatasetName, self.name, "dataset.name")
+        self.source = parse_enum(DataSource, self.source, "dataset.source")
+
+
+def dataset_path(dataset: DatasetConfig, split: str) -> Path:
+    """The file a dataset config reads: its ``path`` or the bundled default."""
+    if dataset.path:
+        return Path(dataset.path)
+    return default_normalized_path(dataset.name, split)

@@ -1,0 +1,147 @@
+"""The configs of the evaluation protocol's entry points: scripts/evaluate.py
+(``EvaluateConfig``), scripts/eval_retrieval.py (``EvalRetrievalConfig``) and scripts/compare.py
+(``PairedConfig``). Registered with Hydra by ``grasp.config.register_configs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import MISSING
+
+from grasp.baselines.config import BaselineConfig
+from grasp.corpus.build import IndexConfig
+from grasp.data import default_normalized_path
+from grasp.data.config import DatasetConfig
+from grasp.env.environment import EnvConfig
+from grasp.eval.judge import JudgeConfig
+from grasp.rollout.engine import RolloutConfig
+from grasp.rollout.factory import PolicyConfig
+from grasp.types import (
+    DatasetName,
+    check_range,
+    parse_enum,
+)
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+@dataclass
+class EvalRetrievalConfig:
+    """scripts/eval_retrieval.py: single-step recall@k of gold paragraphs per dataset."""
+
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Datasets to evaluate, each searched in its own pooled index."""
+    split: str = "dev"
+    """Split of every dataset."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings (each dataset's index is built or reused under index_root)."""
+    index_root: str | None = None
+    """Folder holding one index per dataset; default indexes/."""
+    k: int = 5
+    """Hits per query (the paper's top-K)."""
+    n: int = 500
+    """Questions per dataset (seed 42 sample; all of them when fewer exist)."""
+    seed: int = 42
+    """Sampling seed."""
+    out: str | None = None
+    """JSON output path; default runs/eval_retrieval.json."""
+    threads: int = 0
+    """CPU threads of torch and FAISS (grasp/threads.py); 0: every core this process may use."""
+
+    def __post_init__(self) -> None:
+        self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        check_range("k", self.k, low=1)
+        check_range("n", self.n, low=1)
+
+
+@dataclass
+class EvaluateConfig:
+    """scripts/evaluate.py: run a policy over dev sets in the environment and score it."""
+
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Datasets to evaluate, each searched in its own pooled index, each in its own subfolder."""
+    dataset: DatasetConfig | None = None
+    """One dataset instead (dataset=musique), with its own source= and path=; replaces datasets."""
+    data_dir: str | None = None
+    """Folder of normalized <dataset>/<split>.jsonl files for datasets; default the bundled data/."""
+    split: str = "dev"
+    """Split of every dataset."""
+    n: int = 500
+    """Questions per dataset (seed-42 sample, the paper protocol); all of them when fewer exist."""
+    seed: int = 42
+    """Sampling seed of the questions."""
+    index: IndexConfig = field(default_factory=IndexConfig)
+    """Index settings; each dataset's index is built (or reused) under index_root."""
+    index_root: str | None = None
+    """Folder of one index per dataset, <index_root>/<dataset>-<split>; default indexes/."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Tools, top-K, turn budget, search scope."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Who acts: scripted, hf, vllm or openai."""
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    """A baseline wrapping the policy as its backend (configs/baseline/); none: the policy acts."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Samples per question, sampling, context budget, reward weights."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    """The LLM judge of JD (configs/judge/): none, openai or hf, and its versioned prompt."""
+    batch_questions: int = 64
+    """Questions rolled out together (one batched generation call per turn)."""
+    out: str | None = None
+    """Output folder (one subfolder per dataset, overall results.json and results.md);
+    default runs/evaluate/<policy kind>."""
+    save_tokens: bool = False
+    """Also write each trajectory's token ids and env mask."""
+    threads: int = 0
+    """CPU threads for torch (the encoder's too) and FAISS; 0: every core this process may
+    run on (os.sched_getaffinity). Set once at start (grasp/threads.py); on a shared machine,
+    the cores this process can have to itself."""
+    show: int = 0
+    """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
+    observations, answer and reward; grasp/eval/transcript.py)."""
+    run_dir: str | None = None
+    """A training run to evaluate in its own environment: env, index, rollout (greedy) and the
+    policy come from its config.json and adapters (grasp/experiments/trained.py); overriding them too
+    is refused."""
+    stage: str = "final"
+    """With run_dir: final (after GRPO), warm_start (the policy GRPO started from), or a
+    checkpoint folder name (checkpoint-40)."""
+
+    def __post_init__(self) -> None:
+        self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
+        if len(set(self.datasets)) != len(self.datasets):
+            raise ValueError(f"datasets lists a dataset twice: {self.datasets}")
+        # n=0 and batch_questions=0 failed only after the first index was built.
+        check_range("n", self.n, low=1)
+        check_range("batch_questions", self.batch_questions, low=1)
+        check_range("show", self.show, low=0)
+
+    def dataset_configs(self) -> list[DatasetConfig]:
+        """The datasets to evaluate, in order, with the file each one reads."""
+        if self.dataset is not None:
+            return [self.dataset]
+        return [
+            DatasetConfig(
+                name=name,
+                path=(
+                    str(default_normalized_path(name, self.split, self.data_dir))
+                    if self.data_dir
+                    else None
+                ),
+            )
+            for name in self.datasets
+        ]
+
+
+@dataclass
+class PairedConfig:
+    """scripts/compare.py: evaluation A minus evaluation B, question by question."""
+
+    a: str = MISSING
+    """An evaluation's output folder (scripts/evaluate.py out=): <dataset>/trajectories.jsonl."""
+    b: str = MISSING
+    """The evaluation A is compared against, on the same questions."""
+    datasets: list[str] | None = None
+    """Datasets compared; null: every dataset both folders hold."""
+    out: str | None = None
+    """JSON file to write the comparison to (its markdown is printed); null: print only."""
