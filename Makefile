@@ -20,12 +20,20 @@ $(INSTALLED): pyproject.toml constraints.txt
 	touch $@
 
 # The demo: the committed cpu_grasp policy (SmolLM2 + its LoRA adapters, results/cpu_grasp/)
-# on 8 HotpotQA dev questions, one episode printed turn by turn; then a short GRPO smoke run.
+# on 8 HotpotQA dev questions, one episode printed turn by turn; then 2 GRPO steps of
+# cpu_grasp_v2 from its committed warm start (results/cpu_grasp_v2/warm_start/: its calls parse
+# and its groups' rewards spread, so the steps have something to learn), evaluated before and
+# after on 4 dev questions.
+DEMO_RUN := runs/demo/cpu_grasp_v2
 demo: install
 	$(PY) scripts/build_index.py dataset=hotpotqa split=dev
 	$(PY) scripts/evaluate.py run_dir=results/cpu_grasp n=8 'datasets=[hotpotqa]' show=1 \
 	  out=runs/demo/cpu_grasp
-	$(PY) scripts/train.py grpo.max_steps=2 eval_questions=4 run_dir=runs/demo/cpu_smoke
+	mkdir -p $(DEMO_RUN)/warm_start
+	cp -r results/cpu_grasp_v2/warm_start/adapter results/cpu_grasp_v2/warm_start/warm_start.json \
+	  $(DEMO_RUN)/warm_start/
+	$(PY) scripts/train.py experiment=cpu_grasp_v2 run_dir=$(DEMO_RUN) grpo.max_steps=2 \
+	  dev_curve.every=0 eval_before=true eval_questions=4 trajectories_every=0
 
 # Headless Chromium for the report's browser test (tests/report): a system one if present,
 # else Playwright's own build (a download), else, as root, Debian's chromium-headless-shell.

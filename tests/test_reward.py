@@ -374,10 +374,6 @@ def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkey
     terms = (*reward_module.REWARD_TERMS, brevity)
     monkeypatch.setattr(reward_module, "REWARD_TERMS", terms)
     monkeypatch.setattr(reward_module, "TERM_NAMES", tuple(t.name for t in terms))
-    import grasp.train.trl_bridge as bridge
-
-    monkeypatch.setattr(bridge, "REWARD_TERMS", terms)
-    monkeypatch.setattr(bridge, "TERM_NAMES", tuple(t.name for t in terms))
     config = RewardConfig()
     reward = compute_reward(FULL, config)  # answer "big dog": 7 characters
     assert reward["R_B"] == 1.0

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from grasp.reward import REWARD_TERMS, TERM_NAMES, RewardBreakdown, RewardConfig
+from grasp import reward as reward_table
+from grasp.reward import RewardBreakdown, RewardConfig
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
@@ -378,7 +379,8 @@ class GraspRollout:
 def reward_weights(config: RewardConfig) -> list[float]:
     """TRL's weight of each function of ``reward_functions``: each term's weight in
     ``config`` (``grasp.reward.REWARD_TERMS``: 1, alpha, beta, ...)."""
-    return [term.weight_of(config) for term in REWARD_TERMS]
+    # Read from the module when called: the table is the one place a term is declared.
+    return [term.weight_of(config) for term in reward_table.REWARD_TERMS]
 
 
 def reward_functions() -> list[Callable[..., list[float | None]]]:
@@ -395,7 +397,7 @@ def reward_functions() -> list[Callable[..., list[float | None]]]:
         reward.__name__ = name
         return reward
 
-    return [term(name) for name in TERM_NAMES]
+    return [term(t.name) for t in reward_table.REWARD_TERMS]
 
 
 # --------------------------------------------------------------------------- the trainer
