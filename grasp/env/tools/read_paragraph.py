@@ -115,16 +115,7 @@ class ReadParagraph(Tool):
         elif check_shown and paragraph_id not in episode.shown_paragraph_ids:
             problem = f"paragraph p{paragraph_id} was not in your search results."
             return refuse(episode, problem, context)
-        episode.add_evidence(self.evidence, (paragraph_id,))
-        ids = corpus.sentence_ids(paragraph_id)
-        episode.shown_sentence_ids.update(ids)
-        return format_paragraph(
-            paragraph_id,
-            corpus.title(paragraph_id),
-            corpus.paragraph_sentences(paragraph_id),
-            ids.start,
-            context.max_observation_chars,
-        )
+        return self._expand(episode, paragraph_id, context)
 
     def _read_hit(self, episode: Episode, handle: int, context: ToolContext) -> str:
         """The paper's expansion by handle: f(s) of the sentence shown as ``[handle]``.
@@ -141,14 +132,22 @@ class ReadParagraph(Tool):
         sentence_id, _ = episode.hit_handles[handle - 1]
         corpus = context.index.corpus
         paragraph_id = corpus.paragraph_of(sentence_id)
-        episode.add_evidence(self.evidence, (paragraph_id,))
-        ids = corpus.sentence_ids(paragraph_id)
-        episode.shown_sentence_ids.update(ids)
         episode.turns[-1].read = {
             "hit": handle,
             "sentence_id": sentence_id,
             "paragraph_id": paragraph_id,
         }
+        return self._expand(episode, paragraph_id, context, handle=handle)
+
+    def _expand(
+        self, episode: Episode, paragraph_id: int, context: ToolContext, handle: int | None = None
+    ) -> str:
+        """A read that runs: the paragraph joins D_r, its sentences count as shown, and its
+        text is the observation (headed by ``handle`` when read by hit)."""
+        corpus = context.index.corpus
+        episode.add_evidence(self.evidence, (paragraph_id,))
+        ids = corpus.sentence_ids(paragraph_id)
+        episode.shown_sentence_ids.update(ids)
         return format_paragraph(
             paragraph_id,
             corpus.title(paragraph_id),
