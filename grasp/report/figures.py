@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from grasp.report.load import RunData, TrajectorySet, metric_keys, recall_by_turns, series
 from grasp.reward import TERM_NAMES
-from grasp.train.plots import smooth
+from grasp.train.plots import DEV_PANELS, dev_points, smooth
 
 REWARD_KEYS = ("reward/total", *(f"reward/{name}" for name in TERM_NAMES))
 """The composite reward and its terms, as the rollout logs them each step."""
@@ -75,6 +75,27 @@ def reward_figure(metrics: Sequence[dict[str, Any]]) -> Figure | None:
     smoothed = f" (moving average over {window} steps)" if window > 1 else ""
     _finish(axis, f"reward terms{smoothed}", "mean over the step's episodes")
     axis.set_xlabel("step")
+    return figure
+
+
+def dev_curve_figure(curve: Sequence[dict[str, Any]]) -> Figure | None:
+    """The dev learning curve's pooled points: the reward and its terms, recall, read recall
+    and the share that answers, and context tokens, at each evaluated step."""
+    panels = [
+        (t, keys) for t, keys in DEV_PANELS if any(dev_points(list(curve), k)[0] for k in keys)
+    ]
+    if not panels:
+        return None
+    figure = Figure(figsize=(8, 2.8 * len(panels)), layout="constrained")
+    axes = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    questions = curve[0]["pooled"].get("episodes")
+    for axis, (title, keys) in zip(axes, panels, strict=True):
+        for key in keys:
+            steps, values = dev_points(list(curve), key)
+            if steps:
+                axis.plot(steps, values, marker="o", markersize=4, label=key.split("/", 1)[-1])
+        _finish(axis, f"{title} ({questions} questions, greedy, pooled)", "mean per episode")
+    axes[-1].set_xlabel("step")
     return figure
 
 

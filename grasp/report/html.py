@@ -21,6 +21,7 @@ from typing import Any
 from grasp.env.episode import TurnRecord
 from grasp.report.assets import CSS, JS
 from grasp.report.figures import (
+    dev_curve_figure,
     figure_svg,
     recall_turns_figure,
     reward_figure,
@@ -149,7 +150,12 @@ def _training(run: RunData) -> str:
         "Valid tool calls per episode, and the share of turns whose text was no tool call "
         "(parse errors) or whose call the environment refused.",
     )
-    return (rewards + tools) or '<p class="muted">No reward or tool metrics were logged.</p>'
+    dev = _figure(
+        dev_curve_figure(run.dev_curve),
+        "The dev learning curve (dev_curve.jsonl): the same held-out dev questions played "
+        "greedily every few steps, under the training reward, pooled over their datasets.",
+    )
+    return (rewards + tools + dev) or '<p class="muted">No reward or tool metrics were logged.</p>'
 
 
 def _recall(run: RunData) -> str:

@@ -31,7 +31,7 @@ from grasp.eval.results import DatasetEvaluation, DatasetResults, EvaluationResu
 from grasp.eval.resume import collect
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
-from grasp.train.metrics_log import METRICS_FILE, read_metrics
+from grasp.train.metrics_log import METRICS_FILE, read_dev_curve, read_metrics
 from grasp.types import StrEnum
 
 RESULTS_FILE = "results.json"
@@ -98,6 +98,8 @@ class RunData:
     """Before and after training, or the one evaluation of an evaluation directory."""
     samples: list[TrajectorySet]
     """The fixed question sample rolled out during training, by step."""
+    dev_curve: list[dict[str, Any]] = field(default_factory=list)
+    """dev_curve.jsonl: the held-out questions evaluated every few steps, one line per step."""
     notes: list[str] = field(default_factory=list)
     """What the directory lacks (the report omits those parts and says so)."""
 
@@ -158,6 +160,10 @@ def _load_training(path: Path) -> RunData:
         if match:
             steps[int(match.group(1))] = step_file
     samples = [_step_sample(step, steps[step]) for step in sorted(steps)]
+    try:
+        dev_curve = read_dev_curve(path)
+    except ValueError as error:
+        raise RunDirectoryError(str(error)) from error
     if not samples:
         notes.append("no trajectories/step_*.jsonl: no training samples to show")
     return RunData(
@@ -168,6 +174,7 @@ def _load_training(path: Path) -> RunData:
         metrics=metrics,
         evaluations=evaluations,
         samples=samples,
+        dev_curve=dev_curve,
         notes=notes,
     )
 

@@ -36,11 +36,13 @@ from grasp.eval.provenance import code_version
 from grasp.eval.summary import read_calls, summarize
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.config import DevCurveSettings
+from grasp.train.metrics_log import DEV_CURVE_FILE
+from grasp.train.plots import plot_run
 from grasp.types import Question, StopReason
 
 log = logging.getLogger(__name__)
 
-CURVE_FILE = "dev_curve.jsonl"
+CURVE_FILE = DEV_CURVE_FILE
 CURVE_DIR = "dev_curve"
 
 
@@ -217,3 +219,4 @@ class DevCurveCallback(TrainerCallback):
                 model = kwargs["model"]
                 log.info("dev curve: step %d", step)
                 self.curve.evaluate(step, getattr(model, "module", model))
+                plot_run(self.curve.run_dir)  # curves.png with the new point, mid-run

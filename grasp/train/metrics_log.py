@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
+DEV_CURVE_FILE = "dev_curve.jsonl"
+"""The dev learning curve's lines, one per evaluated step (grasp/train/dev_curve.py)."""
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,27 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
             continue
         by_key[key] = record
     return [by_key[k] for k in sorted(by_key)]
+
+
+def read_dev_curve(run_dir: Path) -> list[dict[str, Any]]:
+    """The lines of ``dev_curve.jsonl`` in step order ([] when the run has no dev curve).
+
+    Each line is ``{"step": N, "pooled": {...}, "<dataset>": {...}}``; the file is rewritten
+    whole from the step folders, so an unreadable line is an error, not a torn write."""
+    path = run_dir / DEV_CURVE_FILE
+    if not path.exists():
+        return []
+    lines = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            int(record["step"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: line {number} is not a dev curve line ({error})") from error
+        lines.append(record)
+    return sorted(lines, key=lambda r: int(r["step"]))
 
 
 def drop_records_after(path: Path, step: int) -> int:

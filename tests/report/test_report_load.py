@@ -252,3 +252,23 @@ def test_a_truncated_metrics_line_is_skipped(run_dir, tmp_path):
     with (copy / "metrics.jsonl").open("a") as handle:
         handle.write(json.dumps({"step": 5, "loss": 1.0})[:10])
     assert load_run(copy).metrics == load_run(run_dir).metrics
+
+
+def test_the_dev_curve_is_loaded_and_drawn_in_the_training_section(run_dir, tmp_path):
+    from grasp.report import render_report
+
+    assert load_run(run_dir).dev_curve == []
+    copy = tmp_path / "with-curve"
+    shutil.copytree(run_dir, copy)
+    lines = [
+        {"step": 2, "pooled": {"episodes": 6, "reward/total": 0.5, "recall": 0.5}},
+        {"step": 0, "pooled": {"episodes": 6, "reward/total": 0.25, "recall": 0.75}},
+    ]
+    (copy / "dev_curve.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = load_run(copy)
+    assert run.dev_curve == [lines[1], lines[0]]
+    assert "The dev learning curve (dev_curve.jsonl)" in render_report(run)
+    assert "The dev learning curve" not in render_report(load_run(run_dir))
+    (copy / "dev_curve.jsonl").write_text("{\n")
+    with pytest.raises(RunDirectoryError, match="dev_curve.jsonl: line 1"):
+        load_run(copy)

@@ -147,7 +147,8 @@ class _State:
 
 
 class _Curve:
-    def __init__(self) -> None:
+    def __init__(self, run_dir) -> None:
+        self.run_dir = run_dir
         self.steps: list[int] = []
 
     def done(self, step: int) -> bool:
@@ -157,9 +158,14 @@ class _Curve:
         self.steps.append(step)
 
 
-def test_the_callback_evaluates_every_nth_step_once():
-    curve = _Curve()
+def test_the_callback_evaluates_every_nth_step_once_and_redraws_the_curves(tmp_path):
+    curve = _Curve(tmp_path)
     callback = DevCurveCallback(25, curve)
-    for step in (1, 24, 25, 25, 26, 50):
+    for step in (1, 24):
+        callback.on_step_end(None, _State(step), None, model=object())
+    assert curve.steps == [] and not (tmp_path / "curves.png").exists()
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 25, "reward/total": 0.5}) + "\n")
+    for step in (25, 25, 26, 50):
         callback.on_step_end(None, _State(step), None, model=object())
     assert curve.steps == [25, 50]
+    assert (tmp_path / "curves.png").is_file()
