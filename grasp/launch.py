@@ -110,7 +110,8 @@ def validate_plan(plan: LaunchPlan, extra_overrides: list[str] | None = None) ->
     """Check the plan without a GPU; raise ValueError naming the field at fault."""
     from accelerate.commands.config.config_args import ClusterConfig
 
-    from grasp.train.trainer import check_sharded_generation, per_device_batch, validate_config
+    from grasp.train.grpo_args import per_device_batch
+    from grasp.train.trainer import check_sharded_generation, validate_config
 
     used = plan.train_gpus + plan.vllm_gpus
     used += [plan.retrieval_gpu] if plan.retrieval_gpu is not None else []

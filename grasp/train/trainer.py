@@ -4,8 +4,12 @@ The flow of one run (``run_training``):
 validate the config (against the run directory's config.json and trained steps, if any) ->
 questions (train / eval) -> pooled index -> environment -> policy model -> config.json, the
 run directory's first file -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout,
-one reward function per term; grasp/train/trl_bridge.py) -> train (resuming from the run's last checkpoint if any) -> evaluation
-after -> results.json and curves.png in the run directory.
+one reward function per term; grasp/train/trl_bridge.py) -> train (resuming from the run's
+last checkpoint if any) -> evaluation after -> results.json and curves.png in the run
+directory.
+
+The run folder's resume rules are in grasp/train/run_folder.py, the GRPOConfig and LoraConfig
+built from the settings in grasp/train/grpo_args.py.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,6 @@ from grasp.corpus import IndexConfig, build_index
 from grasp.corpus.index import SearchIndex
 from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
 from grasp.env.environment import RetrievalEnvironment, check_top_k
-from grasp.eval.config_diff import config_differences
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version
 from grasp.eval.results import DatasetEvaluation
@@ -45,11 +48,22 @@ from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import GRPOSettings, TrainConfig, TrainSource, WandbMode
+from grasp.train.config import TrainConfig, TrainSource
 from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets, check_dev_curve
+from grasp.train.grpo_args import grpo_args, lora_config, precision
 from grasp.train.plots import plot_run
 from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
 from grasp.train.rollout_stats import ROLLOUTS_DIR
+from grasp.train.run_folder import (
+    AFTER_STEP_FILE,
+    check_same_run,
+    check_trained_steps,
+    evaluation_fingerprint,
+    folder_fingerprint,
+    latest_checkpoint,
+    load_final_weights,
+    set_aside_stale_eval,
+)
 from grasp.train.trl_bridge import (
     GraspRollout,
     GRPOTrainerView,
@@ -57,7 +71,6 @@ from grasp.train.trl_bridge import (
     grasp_grpo_trainer,
     policy_factory,
     reward_functions,
-    reward_weights,
     rollout_autocast,
     sample_weights_step,
 )
@@ -149,21 +162,6 @@ def load_training_data(config: TrainConfig) -> TrainingData:
     eval_questions = sample_questions(dev, config.eval_questions, seed=42)
     label = f"{dataset} train ({source}, {len(train)} questions, pooled train index) / {config.eval_split} (its own pooled index)"
     return TrainingData(train, eval_questions, train, label, eval_pooled=dev)
-
-
-def per_device_batch(grpo: GRPOSettings, world_size: int) -> int:
-    """Sequences per process per micro-batch; fails unless the step batch splits evenly.
-
-    One optimizer step sees B questions x G samples, spread over processes and micro-batches.
-    """
-    step_batch = grpo.questions_per_step * grpo.num_generations
-    per_device, remainder = divmod(step_batch, grpo.gradient_accumulation_steps * world_size)
-    if remainder or per_device < 1:
-        raise ValueError(
-            f"grpo.questions_per_step x grpo.num_generations = {step_batch} must split evenly over "
-            f"{world_size} processes x {grpo.gradient_accumulation_steps} accumulation steps"
-        )
-    return per_device
 
 
 def _default_index_dir(config: TrainConfig) -> Path:
@@ -300,7 +298,7 @@ def run_training(
         timed_barrier(process, after_done, config.main_wait_s)
         results_file = run_dir / "results.json"
         return json.loads(results_file.read_text()) if results_file.exists() else {}
-    _set_aside_stale_eval(run_dir / "eval_after", step)
+    set_aside_stale_eval(run_dir / "eval_after", step)
     trained = _after_model(trainer, final, base_model)
     after = evaluate_model(config, setup, trained, run_dir / "eval_after", fingerprint)
     (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
@@ -330,7 +328,7 @@ def start_run(config: TrainConfig, resolved: dict[str, Any], process: RunProcess
     validate_config(config, process.num_processes)
     run_dir = Path(config.run_dir)
     # Every process checks before the main one writes (build_training waits for them all).
-    _check_same_run(run_dir / "config.json", resolved)
+    check_same_run(run_dir / "config.json", resolved)
     check_trained_steps(run_dir, config.grpo.max_steps)
     process.wait_for_everyone()
     setup = build_training(config, process)
@@ -338,39 +336,6 @@ def start_run(config: TrainConfig, resolved: dict[str, Any], process: RunProcess
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
     return setup
-
-
-def trained_steps(run_dir: Path) -> tuple[int, Path] | None:
-    """The step the run in ``run_dir`` was trained to, and the file that says so (its latest
-    complete checkpoint, or its results.json when that is later: the last step of a run
-    saved every few steps has no checkpoint); None for a run not trained yet."""
-    found = []
-    last = latest_checkpoint(run_dir / "checkpoints")
-    if last is not None:
-        found.append((last.step, last.path))
-    results = run_dir / "results.json"
-    try:
-        steps = json.loads(results.read_text()).get("steps") if results.is_file() else None
-    except (OSError, ValueError, AttributeError):  # unreadable, or not a JSON object
-        steps = None
-    if isinstance(steps, int) and not isinstance(steps, bool):
-        found.append((steps, results))
-    return max(found, key=lambda item: item[0]) if found else None
-
-
-def check_trained_steps(run_dir: Path, max_steps: int) -> None:
-    """Refuse ``grpo.max_steps`` below the step the run was trained to (writes nothing).
-
-    Training cannot go back: such a rerun would train nothing while its config.json said
-    fewer steps than its checkpoints, final/ and results.json describe."""
-    trained = trained_steps(run_dir)
-    if trained is not None and trained[0] > max_steps:
-        step, source = trained
-        raise ValueError(
-            f"{run_dir} holds a run trained to step {step} ({source}), more than "
-            f"grpo.max_steps={max_steps}: a run cannot be trained back to fewer steps. Set "
-            f"grpo.max_steps={step} (or more, to train on), or choose another run_dir="
-        )
 
 
 def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartContext:
@@ -382,16 +347,9 @@ def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartCo
         rollout=config.rollout,
         model=config.model,
         bf16=config.grpo.bf16,
-        lora=_lora_config(config),
+        lora=lora_config(config),
         out_dir=Path(config.run_dir) / "warm_start",
     )
-
-
-def evaluation_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What an evaluation folder of a run must match to resume (its config.json): the run's
-    resolved settings, less those a resumed run may change (``RESUMABLE_CHANGES``: training
-    longer must not invalidate the evaluation before training)."""
-    return _without(resolved, RESUMABLE_CHANGES)
 
 
 def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, final: Path) -> None:
@@ -406,7 +364,7 @@ def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, final: Path)
             "training finished at step %d: not training again (weights of %s)", last.step, source
         )
         trainer.state.global_step = last.step
-        _load_final_weights(trainer.accelerator.unwrap_model(trainer.model), source)
+        load_final_weights(trainer.accelerator.unwrap_model(trainer.model), source)
         if not final.is_dir():
             trainer.save_model(str(final))
         return
@@ -495,153 +453,6 @@ def evaluate_model(
     ).results
 
 
-def folder_fingerprint(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
-    """``fingerprint`` with the values ``out_dir``'s config.json records for fields of
-    ``RESUMABLE_CHANGES``, if it records any.
-
-    An evaluation folder written before a field became resumable (``run_dir``: a moved run)
-    records the field; it shapes no trajectory, so its recorded value is no difference and
-    the evaluation resumes (and restates its results) where it would otherwise be refused."""
-    try:
-        recorded = json.loads((out_dir / "config.json").read_text())
-    except (OSError, ValueError):  # none yet, or unreadable: evaluate_policy says which
-        return fingerprint
-    if not isinstance(recorded, dict):
-        return fingerprint
-    adopted = json.loads(json.dumps(fingerprint, default=str))
-    for name in RESUMABLE_CHANGES:
-        *parents, leaf = name.split(".")
-        source = _node(recorded, parents)
-        target = _node(adopted, parents)
-        if source is not None and leaf in source and target is not None:
-            target[leaf] = source[leaf]
-    return adopted
-
-
-def _node(tree: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
-    """The dict at ``path`` (keys) inside ``tree``, or None where there is none."""
-    node: Any = tree
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if isinstance(node, dict) else None
-
-
-AFTER_STEP_FILE = "model_step.txt"
-"""In eval_after/: the optimizer step of the model it evaluated."""
-
-
-@dataclass
-class Checkpoint:
-    path: Path
-    step: int
-
-
-def latest_checkpoint(folder: Path) -> Checkpoint | None:
-    """The complete checkpoint with the highest step (by number: 100 after 90), or None.
-
-    A checkpoint is complete when its trainer_state.json, written last, parses and names its
-    step; one killed mid-save is skipped with a warning, so an earlier one resumes the run."""
-    found = []
-    for path in folder.glob("checkpoint-*"):
-        suffix = path.name.removeprefix("checkpoint-")
-        if not suffix.isdigit():
-            continue
-        try:
-            state = json.loads((path / "trainer_state.json").read_text())
-            complete = int(state["global_step"]) == int(suffix)
-        except (OSError, ValueError, KeyError, TypeError):
-            complete = False
-        if complete:
-            found.append(Checkpoint(path, int(suffix)))
-        else:
-            log.warning("skipping incomplete checkpoint %s (no valid trainer_state.json)", path)
-    return max(found, key=lambda c: c.step) if found else None
-
-
-def _load_final_weights(model: Any, final: Path) -> None:
-    """Put the weights saved in ``final`` (a LoRA adapter or a full model) into ``model``."""
-    if (final / "adapter_config.json").is_file():
-        from peft import set_peft_model_state_dict
-        from peft.utils import load_peft_weights
-
-        set_peft_model_state_dict(model, load_peft_weights(str(final)))
-        return
-    from transformers import AutoModelForCausalLM
-
-    saved = AutoModelForCausalLM.from_pretrained(final, dtype=next(model.parameters()).dtype)
-    model.load_state_dict(saved.state_dict())
-
-
-def _set_aside_stale_eval(folder: Path, step: int) -> None:
-    """Move an eval_after/ of an earlier model (the run was trained further) to
-    eval_after-step<N>/, so that "after" is evaluated anew and the old one is kept."""
-    marker = folder / AFTER_STEP_FILE
-    if not marker.is_file():
-        return
-    old = int(marker.read_text().strip() or -1)
-    if old != step:
-        target = folder.with_name(f"{folder.name}-step{old}")
-        log.info(
-            "%s evaluated step %d, the model is at step %d: moved to %s", folder, old, step, target
-        )
-        folder.rename(target)
-
-
-RESUMABLE_CHANGES = (
-    "grpo.max_steps",
-    "run_dir",
-    "wandb",
-    "index.remote_url",
-    "index.remote_timeout_s",
-    "index.remote_retries",
-    "main_wait_s",
-    "threads",
-)
-"""Fields a resumed run may change (train longer, continue a run folder moved or copied to
-another clone or machine, log elsewhere, search the same index in another process, on another
-share of the machine); any other change is refused. None shapes a trajectory, so none is in an
-evaluation's fingerprint (``evaluation_fingerprint``)."""
-
-
-def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
-    """A copy of ``resolved`` without the ``dotted`` keys (``grpo.max_steps``...)."""
-    copy = json.loads(json.dumps(resolved, default=str))
-    for name in dotted:
-        *parents, leaf = name.split(".")
-        node = copy
-        for parent in parents:
-            node = node.get(parent) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return copy
-
-
-def _dotted_keys(tree: Any, prefix: str = "") -> list[str]:
-    """Every leaf of a nested dict as a dotted key (as ``config_differences`` names them)."""
-    if not isinstance(tree, dict) or not tree:
-        return [prefix.rstrip(".")]
-    return [k for key, value in tree.items() for k in _dotted_keys(value, f"{prefix}{key}.")]
-
-
-def _check_same_run(path: Path, resolved: dict[str, Any]) -> None:
-    """Refuse to resume a run directory with a different configuration (writes nothing)."""
-    if path.exists():
-        before = json.loads(path.read_text())
-        # Fields added to the code since the run started are absent from its config.json; the
-        # run ran as if they had their default, so they do not block the resume.
-        known = set(_dotted_keys(before))
-        differences = config_differences(before, resolved)
-        added = [k for k in differences if k not in known]
-        if added:
-            log.warning("%s predates the fields %s: resuming with their values", path, added[:8])
-        changed = [k for k in differences if k in known and k not in RESUMABLE_CHANGES]
-        if changed:
-            raise ValueError(
-                f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "
-                "choose another run_dir= or delete that folder"
-            )
-
-
 def make_grpo_trainer(
     config: TrainConfig,
     data: TrainingData,
@@ -683,10 +494,10 @@ def make_grpo_trainer(
     trainer = grasp_grpo_trainer()(
         model=loaded.model,
         reward_funcs=reward_functions(),
-        args=_grpo_args(config, run_dir, world_size),
+        args=grpo_args(config, run_dir, world_size),
         train_dataset=Dataset.from_list(prompts.rows),
         processing_class=loaded.tokenizer,
-        peft_config=_lora_config(config),
+        peft_config=lora_config(config),
         rollout_func=rollout,
         callbacks=[MetricsFileCallback(run_dir)],
     )
@@ -709,90 +520,6 @@ def make_grpo_trainer(
 WEIGHTS_STEP_KEY = "weights_step"
 """In each trajectory of ``trajectories/step_N.jsonl``, under ``extra``: the optimizer steps
 the weights that played it had taken."""
-
-
-def precision(grpo: GRPOSettings, model: Any) -> dict[str, str]:
-    """What ran in which dtype (results.json's ``precision``, logged at the start)."""
-    weights = str(model.get_input_embeddings().weight.dtype).removeprefix("torch.")
-    autocast = rollout_autocast(grpo, model)
-    mixed = "bfloat16 autocast" if grpo.bf16 else "float32"
-    return {
-        "weights": weights,
-        "rollouts": f"{str(autocast).removeprefix('torch.')} autocast" if autocast else weights,
-        "loss": mixed if weights == "float32" else weights,
-        "logprobs": "float32",
-    }
-
-
-def _grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):
-    from trl import GRPOConfig
-
-    grpo = config.grpo
-    per_device = per_device_batch(grpo, world_size)
-    # transformers 5.x renamed gradient_checkpointing (a deprecated alias that warns even when
-    # False) to activation_checkpointing; older releases know only the old name.
-    names = {f.name for f in fields(GRPOConfig)}
-    checkpointing = (
-        "activation_checkpointing"
-        if "activation_checkpointing" in names
-        else "gradient_checkpointing"
-    )
-    return GRPOConfig(
-        output_dir=str(run_dir / "checkpoints"),
-        per_device_train_batch_size=per_device,
-        gradient_accumulation_steps=grpo.gradient_accumulation_steps,
-        num_generations=grpo.num_generations,
-        max_completion_length=config.rollout.max_context_tokens,
-        max_steps=grpo.max_steps,
-        learning_rate=grpo.learning_rate,
-        lr_scheduler_type=grpo.lr_scheduler_type,
-        warmup_steps=grpo.warmup_steps,
-        weight_decay=grpo.weight_decay,
-        max_grad_norm=grpo.max_grad_norm,
-        beta=grpo.beta,
-        loss_type=grpo.loss_type,
-        epsilon=grpo.epsilon,
-        epsilon_high=grpo.epsilon_high if grpo.epsilon_high is not None else grpo.epsilon,
-        scale_rewards=grpo.scale_rewards,
-        num_iterations=grpo.num_iterations,
-        reward_weights=reward_weights(config.rollout.reward),
-        bf16=grpo.bf16,
-        **{checkpointing: grpo.gradient_checkpointing},
-        use_cpu=config.model.device == "cpu",
-        use_vllm=grpo.use_vllm,
-        vllm_mode=grpo.vllm_mode.value,
-        vllm_server_base_url=grpo.vllm_server_base_url,
-        vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
-        vllm_importance_sampling_mode=grpo.vllm_importance_sampling_mode,
-        vllm_importance_sampling_clip_max=grpo.vllm_importance_sampling_cap,
-        # The trainer scores log-probabilities at the temperature the rollouts sampled at.
-        temperature=config.rollout.sampling.temperature,
-        top_p=config.rollout.sampling.top_p,
-        seed=grpo.seed,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=config.save_every,
-        save_total_limit=2,
-        report_to=[] if config.wandb is WandbMode.DISABLED else ["wandb"],
-        disable_dropout=True,
-        log_completions=False,
-        dataloader_num_workers=0,
-    )
-
-
-def _lora_config(config: TrainConfig):
-    lora = config.grpo.lora
-    if not lora.enabled:
-        return None
-    from peft import LoraConfig
-
-    return LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=list(lora.target_modules),
-        task_type="CAUSAL_LM",
-    )
 
 
 def _results(

@@ -2,7 +2,7 @@
 
 Full fine-tuning keeps the policy's weights in float32 (AdamW's master weights) and computes
 the loss under bf16 autocast. Its rollouts and evaluations must run their matrix work in
-bf16 too (``HFPolicy(autocast_dtype=...)``, chosen by ``grasp.train.trainer.rollout_autocast``),
+bf16 too (``HFPolicy(autocast_dtype=...)``, chosen by ``grasp.train.trl_bridge.rollout_autocast``),
 not in float32; LoRA and sharded runs already hold bf16 weights. Log-probabilities stay float32.
 """
 
@@ -16,7 +16,7 @@ import torch
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import GenerationRequest, SamplingConfig
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
-from grasp.train.trainer import precision
+from grasp.train.grpo_args import precision
 from grasp.train.trl_bridge import policy_factory, rollout_autocast
 
 FULL = LoraSettings(enabled=False)

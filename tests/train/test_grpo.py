@@ -183,11 +183,11 @@ def compute_reward_from(trajectory):
 
 @pytest.mark.parametrize("enabled", [False, True])
 def test_checkpointing_reaches_trl_under_its_current_name(tmp_path, enabled):
-    from grasp.train.trainer import _grpo_args
+    from grasp.train.grpo_args import grpo_args
 
     config = TrainConfig(grpo=GRPOSettings(gradient_checkpointing=enabled, bf16=False))
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # the deprecated alias warns
-        args = _grpo_args(config, tmp_path)
+        args = grpo_args(config, tmp_path)
     assert args.activation_checkpointing is enabled
     assert args.gradient_checkpointing is enabled  # the alias TRL still reads mirrors it

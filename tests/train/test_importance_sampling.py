@@ -8,9 +8,9 @@ import pytest
 
 from grasp.train.callbacks import MetricsFileCallback
 from grasp.train.config import GRPOSettings, TrainConfig
+from grasp.train.grpo_args import grpo_args
 from grasp.train.metrics_log import read_metrics
 from grasp.train.plots import IMPORTANCE_SAMPLING_METRICS, panels_for, plot_run
-from grasp.train.trainer import _grpo_args
 
 
 class _State:
@@ -30,12 +30,12 @@ def test_the_metric_names_are_trls():
 
 def test_the_mode_and_cap_reach_trl(tmp_path):
     config = TrainConfig(run_dir=str(tmp_path))
-    args = _grpo_args(config, tmp_path)
+    args = grpo_args(config, tmp_path)
     assert args.vllm_importance_sampling_correction is True
     assert args.vllm_importance_sampling_mode == "token_truncate"
     assert args.vllm_importance_sampling_clip_max == 3.0
     other = GRPOSettings(vllm_importance_sampling_mode="sequence_mask")
-    assert _grpo_args(TrainConfig(grpo=other), tmp_path).vllm_importance_sampling_mode == (
+    assert grpo_args(TrainConfig(grpo=other), tmp_path).vllm_importance_sampling_mode == (
         "sequence_mask"
     )
     with pytest.raises(ValueError, match="vllm_importance_sampling_mode='per_token'"):

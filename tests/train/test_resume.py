@@ -191,17 +191,17 @@ def test_lowering_max_steps_below_the_trained_steps_is_refused_writing_nothing(
 def test_a_run_resumes_with_another_run_dir_and_refuses_other_differences(tmp_path):
     """Issue 36 item 3: a run folder moved or copied (another clone, another machine) records
     its old run_dir; that is no difference, any other still is."""
-    from grasp.train.trainer import _check_same_run, evaluation_fingerprint
+    from grasp.train.run_folder import check_same_run, evaluation_fingerprint
 
     recorded = {"run_dir": "runs/old", "env": {"top_k": 5}, "grpo": {"max_steps": 4}}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(recorded))
     moved = {**recorded, "run_dir": str(tmp_path)}
-    _check_same_run(path, moved)
-    _check_same_run(path, {**moved, "grpo": {"max_steps": 6}})
+    check_same_run(path, moved)
+    check_same_run(path, {**moved, "grpo": {"max_steps": 6}})
     changed = {**moved, "env": {"top_k": 2}}
     with pytest.raises(ValueError, match=re.escape("(differs in ['env.top_k'])")):
-        _check_same_run(path, changed)
+        check_same_run(path, changed)
     assert path.read_text() == json.dumps(recorded), "a check writes nothing"
     # Nor does an evaluation of the run depend on where the run folder is.
     assert "run_dir" not in evaluation_fingerprint(moved)
@@ -359,7 +359,7 @@ def test_a_moved_run_continues_in_its_new_folder(tmp_path, tiny_model_dir, tiny_
 def test_the_latest_complete_checkpoint_is_chosen_by_step(tmp_path):
     """Issue 14 finding 5 (text order puts 90 after 100) and issue 18 item 7 (a checkpoint
     killed mid-save blocks nothing)."""
-    from grasp.train.trainer import latest_checkpoint
+    from grasp.train.run_folder import latest_checkpoint
 
     for step in (90, 100, 110):
         folder = tmp_path / f"checkpoint-{step}"
