@@ -3,10 +3,13 @@
     python scripts/compare.py a=results/baselines/hf/cpu_grasp \
         b=results/baselines/hf/cpu_grasp_warm_start
     python scripts/compare.py a=runs/eval-a b=runs/eval-b 'datasets=[hotpotqa]' out=/tmp/ab.json
+    python scripts/compare.py a=<run>/dev_curve/step_000050 b=<run>/dev_curve/step_000000 \
+        'metrics=[all]'
 
 A and B are output folders of scripts/evaluate.py (one <dataset>/trajectories.jsonl each).
 For each dataset both hold (or ``datasets``) and pooled over them, prints EM, F1 and
-trajectory recall of A minus B on the questions both evaluated, with the 95% interval of
+trajectory recall (or ``metrics``: answer containment, read recall, reads that ran, the
+reward and each term; ``[all]`` for every one) of A minus B on the questions both evaluated, with the 95% interval of
 the mean difference (resampling questions), each side's mean and the number of questions.
 An evaluation still running is read as it is, not changed. The logic is in
 grasp/eval/paired.py; the baseline table shows the same for its ``paired`` rows.
@@ -37,7 +40,9 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="compare")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, PairedConfig)
-    comparison = compare_folders(Path(config.a), Path(config.b), config.datasets)
+    comparison = compare_folders(
+        Path(config.a), Path(config.b), config.datasets, config.compared_metrics()
+    )
     print(comparison.markdown(), end="")
     if config.out is not None:
         Path(config.out).parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from grasp.data import default_normalized_path
 from grasp.data.config import DatasetConfig
 from grasp.env.environment import EnvConfig
 from grasp.eval.judge import JudgeConfig
+from grasp.eval.paired import COMPARABLE_METRICS, PAIRED_METRICS, check_metrics
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
 from grasp.types import (
@@ -145,3 +146,17 @@ class PairedConfig:
     """Datasets compared; null: every dataset both folders hold."""
     out: str | None = None
     """JSON file to write the comparison to (its markdown is printed); null: print only."""
+    metrics: list[str] | None = None
+    """Metrics compared (grasp/eval/paired.py COMPARABLE_METRICS: em, f1, recall, containment,
+    read_recall, reads_run_per_episode, reward/total and each reward/<term>); [all]: every
+    one of them; null: EM, F1 and recall, as the baseline table."""
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None and self.metrics != ["all"]:
+            check_metrics(self.metrics)
+
+    def compared_metrics(self) -> tuple[str, ...]:
+        """What ``metrics`` names, spelled out."""
+        if self.metrics is None:
+            return PAIRED_METRICS
+        return COMPARABLE_METRICS if self.metrics == ["all"] else tuple(self.metrics)

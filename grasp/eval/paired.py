@@ -13,7 +13,13 @@ what GRPO added to a policy from what its warm start gave it::
 
 Per question, a metric is the mean over that question's episodes (one under greedy
 evaluation), computed as the evaluation's own summary computes it (``metric_values``), so
-that each side's mean equals the table's on the same questions.
+that each side's mean equals the table's on the same questions. The table pairs EM, F1 and
+recall (``PAIRED_METRICS``); any of ``COMPARABLE_METRICS`` (answer containment, read recall,
+reads that ran, the reward under the policy's own reward and each of its terms) pairs the
+same way, as a run's dev learning curve compares two steps::
+
+    compare_folders(run / "dev_curve/step_000050", run / "dev_curve/step_000000",
+                    metrics=COMPARABLE_METRICS)
 """
 
 from __future__ import annotations
@@ -28,10 +34,28 @@ from grasp.eval.context import has_trajectories, read_trajectories
 from grasp.eval.results import Interval
 from grasp.eval.summary import metric_values
 from grasp.metrics import bootstrap_ci
+from grasp.reward import TERM_NAMES
 from grasp.rollout.trajectory import Trajectory
 
 PAIRED_METRICS = ("em", "f1", "recall")
-"""Compared metrics: answer EM and F1, and paragraph recall over the whole trajectory."""
+"""The baseline table's paired metrics: answer EM and F1, and paragraph recall over the whole
+trajectory."""
+SUMMARY_METRICS = (*PAIRED_METRICS, "containment", "read_recall", "reads_run_per_episode")
+"""Per-episode metrics of the evaluation summary (``metric_values``) that every episode has."""
+REWARD_METRICS = ("reward/total", *(f"reward/{name}" for name in TERM_NAMES))
+"""The reward each trajectory recorded (the policy's own reward) and each of its terms."""
+COMPARABLE_METRICS = (*SUMMARY_METRICS, *REWARD_METRICS)
+"""Every metric ``paired_differences`` can pair."""
+
+
+def check_metrics(metrics: Sequence[str]) -> None:
+    """Refuse a metric ``paired_differences`` cannot pair, naming the ones it can."""
+    unknown = [m for m in metrics if m not in COMPARABLE_METRICS]
+    if unknown or not metrics:
+        raise ValueError(
+            f"metrics: {unknown or 'none named'}; choose among {', '.join(COMPARABLE_METRICS)}"
+        )
+
 
 QuestionKey = tuple[str, str]
 """(dataset, question id): a question, whatever the episode ids of the two runs."""
@@ -65,39 +89,45 @@ class PairedDifference:
         }
 
 
-def question_values(trajectories: Sequence[Trajectory]) -> dict[QuestionKey, dict[str, float]]:
-    """Each question's value of every metric of ``PAIRED_METRICS``: the mean over its
-    episodes."""
+def question_values(
+    trajectories: Sequence[Trajectory], metrics: Sequence[str] = PAIRED_METRICS
+) -> dict[QuestionKey, dict[str, float]]:
+    """Each question's value of every metric of ``metrics``: the mean over its episodes."""
+    check_metrics(metrics)
     values = metric_values(trajectories)
-    sums: dict[QuestionKey, dict[str, float]] = defaultdict(
-        lambda: dict.fromkeys(PAIRED_METRICS, 0.0)
-    )
+    for name in REWARD_METRICS:
+        term = name.removeprefix("reward/")
+        values[name] = [t.reward.total if term == "total" else t.reward[term] for t in trajectories]
+    sums: dict[QuestionKey, dict[str, float]] = defaultdict(lambda: dict.fromkeys(metrics, 0.0))
     counts: dict[QuestionKey, int] = defaultdict(int)
     for i, t in enumerate(trajectories):
         key = (str(t.dataset), t.question_id)
         counts[key] += 1
-        for metric in PAIRED_METRICS:
+        for metric in metrics:
             sums[key][metric] += values[metric][i]
     return {
-        key: {metric: total / counts[key] for metric, total in metrics.items()}
-        for key, metrics in sums.items()
+        key: {metric: total / counts[key] for metric, total in by_metric.items()}
+        for key, by_metric in sums.items()
     }
 
 
 def paired_differences(
-    a: Sequence[Trajectory], b: Sequence[Trajectory], seed: int = 0
+    a: Sequence[Trajectory],
+    b: Sequence[Trajectory],
+    seed: int = 0,
+    metrics: Sequence[str] = PAIRED_METRICS,
 ) -> dict[str, PairedDifference]:
-    """A minus B per metric of ``PAIRED_METRICS``, over the questions both evaluated.
+    """A minus B per metric of ``metrics``, over the questions both evaluated.
 
     Raises:
         ValueError: if A and B have no question in common (there is nothing to pair).
     """
-    values_a, values_b = question_values(a), question_values(b)
+    values_a, values_b = question_values(a, metrics), question_values(b, metrics)
     common = sorted(values_a.keys() & values_b.keys())
     if not common:
         raise ValueError("the two evaluations have no question in common")
     differences = {}
-    for metric in PAIRED_METRICS:
+    for metric in metrics:
         pairs = [(values_a[k][metric], values_b[k][metric]) for k in common]
         interval = bootstrap_ci([x - y for x, y in pairs], seed=seed)
         differences[metric] = PairedDifference(
@@ -132,13 +162,23 @@ class PairedComparison:
         }
 
     def markdown(self) -> str:
-        header = ["part", "questions", *(f"{m} A − B" for m in PAIRED_METRICS)]
-        header += [f"{m} A / B" for m in PAIRED_METRICS]
+        """A row per part (each dataset, then pooled) and metric: questions, each side's mean,
+        A − B with its interval, and on how many questions each side scores higher."""
+        header = ["part", "metric", "questions", "A", "B", "A − B [95%]", "higher: A / B"]
         cells = []
         for name, compared in [*self.datasets.items(), ("pooled", self.pooled)]:
-            means = [f"{compared[m].mean_a:.3f} / {compared[m].mean_b:.3f}" for m in PAIRED_METRICS]
-            differences = [signed(compared[m].as_json()) for m in PAIRED_METRICS]
-            cells.append([name, str(compared["em"].difference.n), *differences, *means])
+            for metric, d in compared.items():
+                cells.append(
+                    [
+                        name,
+                        metric,
+                        str(d.difference.n),
+                        f"{d.mean_a:.3f}",
+                        f"{d.mean_b:.3f}",
+                        signed(d.as_json()),
+                        f"{d.a_higher} / {d.b_higher}",
+                    ]
+                )
         lines = [f"A: {self.a}", f"B: {self.b}", ""]
         lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in cells]
@@ -151,14 +191,21 @@ def signed(cell: dict[str, Any]) -> str:
     return f"{cell['difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def compare_folders(a: Path, b: Path, datasets: Sequence[str] | None = None) -> PairedComparison:
+def compare_folders(
+    a: Path,
+    b: Path,
+    datasets: Sequence[str] | None = None,
+    metrics: Sequence[str] = PAIRED_METRICS,
+) -> PairedComparison:
     """Folder A minus folder B, two evaluations' output folders (``<dataset>/trajectories.jsonl``
-    each): on ``datasets``, or every dataset both hold. An evaluation still running can be
+    each), on ``metrics``: on ``datasets``, or every dataset both hold. An evaluation still running can be
     compared: its folder is read, not changed, on the questions it has done so far.
 
     Raises:
-        ValueError: if a named dataset is missing from either folder, or none is shared.
+        ValueError: if a named dataset is missing from either folder, or none is shared, or
+            a metric is not one of ``COMPARABLE_METRICS``.
     """
+    check_metrics(metrics)
 
     def held(folder: Path) -> set[str]:
         return {p.name for p in folder.glob("*") if p.is_dir() and has_trajectories(p)}
@@ -172,6 +219,10 @@ def compare_folders(a: Path, b: Path, datasets: Sequence[str] | None = None) -> 
         if missing:
             raise ValueError(f"{folder}: no trajectories of {missing}")
     sides = [{d: read_trajectories(folder / d) for d in datasets} for folder in (a, b)]
-    per_dataset = {d: paired_differences(sides[0][d], sides[1][d]) for d in datasets}
-    pooled = paired_differences(*([t for d in datasets for t in side[d]] for side in sides))
+    per_dataset = {
+        d: paired_differences(sides[0][d], sides[1][d], metrics=metrics) for d in datasets
+    }
+    pooled = paired_differences(
+        *([t for d in datasets for t in side[d]] for side in sides), metrics=metrics
+    )
     return PairedComparison(str(a), str(b), per_dataset, pooled)

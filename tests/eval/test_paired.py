@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from grasp.eval.paired import compare_folders, paired_differences, question_values
+from grasp.eval.paired import (
+    COMPARABLE_METRICS,
+    compare_folders,
+    paired_differences,
+    question_values,
+)
 from grasp.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "compare.py"
@@ -66,6 +71,29 @@ def test_identical_evaluations_differ_by_exactly_zero(trajectory):
         assert (d.mean, d.low, d.high, d.n) == (0.0, 0.0, 0.0, 5)
 
 
+def test_reward_terms_and_read_recall_pair_like_the_table_metrics(trajectory):
+    a = [
+        trajectory("q1#0", "Paris", ("Paris",), {1, 2}, semantic={1}, read={1}),
+        trajectory("q1#1", "Paris", ("Paris",), {1, 2}, semantic={1}, read={1, 2}),
+        trajectory("q2#0", "Rome", ("Paris",), {1}),
+    ]
+    b = [
+        trajectory("q1#0", "Rome", ("Paris",), {1, 2}),
+        trajectory("q2#0", "Rome", ("Paris",), {1}),
+    ]
+    values = question_values(a, ("read_recall", "reward/total", "reward/R_A"))
+    # q1: read recall 0.5 and 1 over its two episodes; R_A (answer F1) 1 in both.
+    assert values[("hotpotqa", "q1")]["read_recall"] == 0.75
+    assert values[("hotpotqa", "q1")]["reward/R_A"] == 1.0
+    assert values[("hotpotqa", "q1")]["reward/total"] == (a[0].reward.total + a[1].reward.total) / 2
+    compared = paired_differences(a, b, metrics=COMPARABLE_METRICS)
+    assert list(compared) == list(COMPARABLE_METRICS)
+    assert compared["read_recall"].difference.mean == 0.75 / 2
+    assert compared["reward/R_A"].difference.mean == 0.5
+    with pytest.raises(ValueError, match=r"metrics: \['R_R'\]; choose among em, f1, recall"):
+        paired_differences(a, b, metrics=("R_R",))
+
+
 def _write(folder: Path, trajectories) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(t.to_json()) + "\n" for t in trajectories)
@@ -87,10 +115,12 @@ def test_folders_are_compared_on_the_datasets_both_hold_and_pooled(tmp_path, tra
     assert comparison.as_json()["pooled"]["em"]["a_higher"] == 2
     lines = comparison.markdown().splitlines()
     assert lines[0] == f"A: {tmp_path / 'a'}"
-    assert lines[-1] == (
-        "| pooled | 2 | +1.000 [+1.000, +1.000] | +1.000 [+1.000, +1.000] "
-        "| +1.000 [+1.000, +1.000] | 1.000 / 0.000 | 1.000 / 0.000 | 1.000 / 0.000 |"
-    )
+    assert lines[3] == "| part | metric | questions | A | B | A − B [95%] | higher: A / B |"
+    assert lines[-3:] == [
+        "| pooled | em | 2 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 2 / 0 |",
+        "| pooled | f1 | 2 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 2 / 0 |",
+        "| pooled | recall | 2 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 2 / 0 |",
+    ]
     with pytest.raises(ValueError, match=r"b: no trajectories of \['musique'\]"):
         compare_folders(tmp_path / "a", tmp_path / "b", ["hotpotqa", "musique"])
     with pytest.raises(ValueError, match="hold no dataset's trajectories in common"):
@@ -107,10 +137,27 @@ def test_scripts_compare_prints_two_folders_compared_and_writes_the_json(tmp_pat
     command = [sys.executable, str(SCRIPT), f"a={tmp_path / 'a'}", f"b={tmp_path / 'b'}"]
     result = subprocess.run([*command, f"out={out}"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "| pooled | 3 | +1.000 [+1.000, +1.000] |" in result.stdout
+    assert "| pooled | em | 3 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 3 / 0 |" in result.stdout
     written = json.loads(out.read_text())
     assert written["pooled"]["em"]["difference"] == 1.0
     assert written["datasets"]["hotpotqa"]["em"]["questions"] == 3
+
+    every = subprocess.run([*command, "metrics=[all]"], capture_output=True, text=True, timeout=300)
+    assert every.returncode == 0, every.stderr[-3000:]
+    # Answer F1 is R_A: 1 against 0 on each question; neither side read a paragraph.
+    assert (
+        "| pooled | reward/R_A | 3 | 1.000 | 0.000 | +1.000 [+1.000, +1.000] | 3 / 0 |"
+        in every.stdout
+    )
+    assert (
+        "| pooled | read_recall | 3 | 0.000 | 0.000 | +0.000 [+0.000, +0.000] | 0 / 0 |"
+        in every.stdout
+    )
+    typo = subprocess.run(
+        [*command, "metrics=[reward]"], capture_output=True, text=True, timeout=300
+    )
+    assert typo.returncode != 0
+    assert "metrics: ['reward']; choose among em, f1, recall" in typo.stderr
 
     missing = subprocess.run(
         [*command, "datasets=[musique]"], capture_output=True, text=True, timeout=300
