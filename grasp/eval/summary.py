@@ -95,7 +95,7 @@ class EventCounts:
     """Totals over a set of trajectories."""
 
     tool_calls: Counter
-    """Valid calls by tool name."""
+    """Well-formed calls by tool name: those that ran and those the environment refused."""
     errors: Counter
     """Invalid turns by ``TurnError``: parse errors and refused calls."""
     stops: Counter
@@ -103,6 +103,12 @@ class EventCounts:
     turns: int
     repaired: int = 0
     """Turns whose call parsed only after a repair."""
+    refused_calls: Counter = field(default_factory=Counter)
+    """Well-formed calls the environment refused (an error observation), by tool name."""
+
+    def ran(self, tool: str) -> int:
+        """Calls of ``tool`` that ran: the well-formed ones less those refused."""
+        return self.tool_calls[tool] - self.refused_calls[tool]
 
     @property
     def parse_errors(self) -> int:
@@ -121,6 +127,9 @@ def count_events(trajectories: Sequence[Trajectory]) -> EventCounts:
         counts.stops[str(t.stop_reason)] += 1
         counts.turns += t.turns_used
         counts.repaired += sum(1 for turn in t.turns if turn.repaired)
+        for turn in t.turns:
+            if turn.call and turn.error is not None:
+                counts.refused_calls[turn.call.get("name", "")] += 1
     return counts
 
 

@@ -2,7 +2,9 @@
 
 - ``rollout_metrics``: a step's rollout statistics (answer metrics, reward terms, tool calls,
   parse and repair rates, stop reasons, zero-spread groups), keyed area/name as in
-  metrics.jsonl; ``grasp.train.trl_bridge.GraspRollout`` logs them through TRL.
+  metrics.jsonl. A tool's well-formed calls per episode (``tools/<name>_per_episode``) are
+  split into those that ran (``ran/<name>_per_episode``) and those the environment refused
+  (``refused/<name>_per_episode``: a read of a hit never shown, say); ``grasp.train.trl_bridge.GraspRollout`` logs them through TRL.
 - ``RolloutReport``: the trajectories of one rollout call and those statistics, returned to
   TRL beside the token fields (``REPORT_KEY``), where tests and callbacks read them.
 - ``RolloutRecord``: one line of ``rollouts/process-<i>.jsonl`` per call and process, so that
@@ -109,6 +111,8 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group: int) -> dict[str,
             metrics[key] = statistics.fmean(r[key] for r in rewards)
     for name in tool_names():
         metrics[f"tools/{name}_per_episode"] = counts.tool_calls[name] / n
+        metrics[f"ran/{name}_per_episode"] = counts.ran(name) / n
+        metrics[f"refused/{name}_per_episode"] = counts.refused_calls[name] / n
     for reason in StopReason:
         metrics[f"stop/{reason.value}"] = counts.stops[reason] / n
     return metrics

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from grasp.env.episode import TurnRecord
 from grasp.reward import RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.rollout_stats import rollout_metrics
@@ -22,6 +23,7 @@ def episode(
     em: float = 0.0,
     generated: int = 0,
     completion: int = 0,
+    turns_played: list[TurnRecord] | None = None,
 ) -> Trajectory:
     reward = {
         "reward/R_A": f1,
@@ -42,7 +44,7 @@ def episode(
         question="?",
         gold_answers=["a"],
         gold_paragraph_ids=[1],
-        turns=[],
+        turns=turns_played or [],
         stop_reason=stop,
         answer=None,
         turns_used=turns,
@@ -58,7 +60,7 @@ def episode(
 
 # Three groups of two. Group 0 differs in reward; groups 1 (two wrong answers) and 2 (no call,
 # a failed backend) do not: 2 of 3 groups have zero spread. 10 turns in all, two of them parse
-# errors (malformed JSON, no tool call) and one an invalid call.
+# errors (malformed JSON, no tool call) and one an invalid call: a read the environment refused.
 ROLLOUT = [
     episode(
         0,
@@ -82,6 +84,16 @@ ROLLOUT = [
         {"malformed_json": 1, "invalid_call": 1},
         generated=40,
         completion=90,
+        turns_played=[
+            TurnRecord(text="", call={"name": "semantic_search", "arguments": {"query": "q"}}),
+            TurnRecord(
+                text="",
+                call={"name": "read_paragraph", "arguments": {"hit": 9}},
+                error="invalid_call",
+            ),
+            TurnRecord(text="{", error="malformed_json"),
+            TurnRecord(text=""),
+        ],
     ),
     episode(1, 0, "answered", 1, 0.0, {"answer": 1}, generated=5, completion=5),
     episode(1, 1, "answered", 1, 0.0, {"answer": 1}, generated=5, completion=5),
@@ -114,6 +126,17 @@ def test_rollout_metrics_of_a_scripted_rollout():
             "tools/read_paragraph_per_episode": 1 / 6,
             "tools/search_per_episode": 0.0,
             "tools/answer_per_episode": 3 / 6,
+            # Calls that ran and calls refused: the one read was refused.
+            "ran/semantic_search_per_episode": 1 / 6,
+            "ran/keyword_search_per_episode": 2 / 6,
+            "ran/read_paragraph_per_episode": 0.0,
+            "ran/search_per_episode": 0.0,
+            "ran/answer_per_episode": 3 / 6,
+            "refused/semantic_search_per_episode": 0.0,
+            "refused/keyword_search_per_episode": 0.0,
+            "refused/read_paragraph_per_episode": 1 / 6,
+            "refused/search_per_episode": 0.0,
+            "refused/answer_per_episode": 0.0,
             "stop/answered": 3 / 6,
             "stop/turn_budget": 1 / 6,
             "stop/token_budget": 0.0,
