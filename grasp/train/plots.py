@@ -35,6 +35,7 @@ PANELS = (
     ("tool use per episode", tuple(f"tools/{t}_per_episode" for t in default_tool_names())),
     ("errors", ("tools/parse_error_rate", "tools/invalid_call_rate", "groups/zero_reward_spread")),
     ("optimization", ("loss", "kl")),
+    ("policy entropy (mean over completion tokens)", ("entropy",)),
     ("vLLM importance sampling", IMPORTANCE_SAMPLING_METRICS),
 )
 

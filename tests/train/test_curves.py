@@ -9,7 +9,7 @@ from matplotlib.image import imread
 
 from grasp.report.figures import dev_curve_figure
 from grasp.train.metrics_log import DEV_CURVE_FILE, METRICS_FILE, read_dev_curve
-from grasp.train.plots import DEV_PANELS, dev_points, plot_run
+from grasp.train.plots import DEV_PANELS, dev_points, panels_for, plot_run
 
 HEIGHT_PER_PANEL = 3 * 110  # plot_run: 3 inches per panel at 110 dpi
 
@@ -77,3 +77,10 @@ def test_the_report_figure_draws_each_pooled_value_at_its_step():
         "recall": ([0, 25], [0.62, 0.6]),
         "context_tokens": ([0, 25], [589.0, 625.0]),
     }
+
+
+def test_the_entropy_curve_has_its_own_panel_when_logged():
+    records = [{"step": 1, "reward/total": 0.5, "loss": 0.1, "entropy": 0.4}]
+    titles = [title for title, _ in panels_for(records)]
+    assert titles == ["reward", "optimization", "policy entropy (mean over completion tokens)"]
+    assert "policy entropy" not in " ".join(t for t, _ in panels_for([{"reward/total": 0.5}]))
