@@ -277,6 +277,58 @@ def test_a_killed_run_resumes_without_losing_or_repeating_steps(
     assert refused.returncode != 0 and "another configuration" in refused.stderr
 
 
+def _right_or_wrong(request):
+    """Per group of four: samples 0 and 1 answer right, 2 and 3 wrong, so every group has
+    reward spread and every step a gradient."""
+    from grasp.rollout.scripted import tool_call_text
+
+    question_id, sample = request.request_id.split("#")
+    answers = {"q-curie": "polonium and radium", "q-hillary": "Auckland", "q-python": "Google"}
+    answer = answers.get(question_id, "no idea") if sample in ("0", "1") else "no idea"
+    return tool_call_text("answer", answer=answer)
+
+
+def test_a_resumed_trainer_replays_the_updates_of_an_unbroken_one(tmp_path, scripted_trainer):
+    """Training resumed from checkpoint-2 takes steps 3 and 4 as the training that never
+    stopped did: the same rewards, loss, gradient norm and KL, so the weights, AdamW state,
+    learning-rate schedule and question order all come back from the checkpoint. (A run
+    whose steps have no reward spread would pass this vacuously: here every group has it.)"""
+    grpo = {
+        "num_generations": 4,
+        "questions_per_step": 3,
+        "max_steps": 4,
+        "beta": 0.04,
+        "learning_rate": 1e-3,
+        "lr_scheduler_type": "linear",
+    }
+
+    def history(trainer) -> dict[int, dict[str, float]]:
+        return {h["step"]: h for h in trainer.state.log_history if "loss" in h}
+
+    unbroken = scripted_trainer(tmp_path / "unbroken", _right_or_wrong, **grpo)
+    unbroken.args.save_steps = 2
+    unbroken.train()
+    checkpoint = tmp_path / "unbroken" / "checkpoints" / "checkpoint-2"
+    assert (checkpoint / "optimizer.pt").is_file()
+
+    resumed = scripted_trainer(tmp_path / "resumed", _right_or_wrong, **grpo)
+    resumed.args.save_steps = 2
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+
+    ours, theirs = history(resumed), history(unbroken)
+    # Steps 1 and 2 come back with the checkpoint's trainer state; 3 and 4 were trained.
+    assert sorted(ours) == sorted(theirs) == [1, 2, 3, 4]
+    assert all(theirs[step]["grad_norm"] > 0 for step in (1, 2, 3, 4))
+    assert theirs[4]["loss"] != theirs[2]["loss"]  # the weights did move
+    for step in (3, 4):
+        for key in ("reward", "learning_rate"):
+            assert ours[step][key] == theirs[step][key], (step, key)
+        # The loss agrees to about 1e-5 (float32 sums of another order); a checkpoint whose
+        # AdamW and scheduler state were lost moves step 4's loss by 26%.
+        for key in ("loss", "grad_norm", "kl"):
+            assert ours[step][key] == pytest.approx(theirs[step][key], rel=1e-3), (step, key)
+
+
 def test_a_finished_run_trains_no_further_and_training_longer_keeps_the_old_after(
     tmp_path, tiny_model_dir, tiny_questions_file
 ):
