@@ -58,6 +58,10 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
         ["cpu_grasp_warm_start", "single_step_hybrid"],
         ["cpu_grasp", "ircot"],
         ["cpu_grasp_ds", "cpu_grasp"],
+        ["cpu_grasp_v2", "cpu_grasp_v2_warm_start"],
+        ["cpu_grasp_v2", "single_step_hybrid"],
+        ["cpu_grasp_v2_warm_start", "single_step_hybrid"],
+        ["cpu_grasp_v2", "cpu_grasp"],
     ]
     assert swept.pop("trained") == {
         "cpu_grasp": {
@@ -74,6 +78,16 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
             "run_dir": "results/cpu_grasp_ds",
             "stage": "final",
             "label": "cpu_grasp with dynamic sampling (after GRPO)",
+        },
+        "cpu_grasp_v2": {
+            "run_dir": "results/cpu_grasp_v2",
+            "stage": "final",
+            "label": "GRASP, cpu_grasp_v2 (after 150 GRPO steps)",
+        },
+        "cpu_grasp_v2_warm_start": {
+            "run_dir": "results/cpu_grasp_v2",
+            "stage": "warm_start",
+            "label": "cpu_grasp_v2 warm start (before GRPO)",
         },
     }
     evaluated = compose("evaluate", overrides=["policy=hf", "baseline=ircot"])
@@ -139,6 +153,8 @@ def test_trained_rows_are_evaluated_in_their_runs_environment(baselines, hydra_c
         "cpu_grasp",
         "cpu_grasp_warm_start",
         "cpu_grasp_ds",
+        "cpu_grasp_v2",
+        "cpu_grasp_v2_warm_start",
         "mine",
         "gone",
     ]
