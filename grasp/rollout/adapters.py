@@ -23,13 +23,24 @@ from pathlib import Path
 from typing import Any
 
 ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+"""The file names PEFT saves an adapter's weights under (safetensors, or the older pickle)."""
 
 
 def check_adapter_dir(path: str | Path) -> Path:
-    """``path`` as a folder holding a PEFT adapter; FileNotFoundError naming what is missing."""
+    """``path`` as a folder holding a PEFT adapter; FileNotFoundError naming what is missing.
+
+    A superseded run under results/ may keep its adapter's config but not its weights, to keep
+    the repository light; its README names the commit that still holds them.
+    """
     folder = Path(path)
     if not (folder / ADAPTER_CONFIG).is_file():
         raise FileNotFoundError(f"{folder} holds no LoRA adapter ({ADAPTER_CONFIG} missing)")
+    if not any((folder / name).is_file() for name in ADAPTER_WEIGHTS):
+        raise FileNotFoundError(
+            f"{folder} holds a LoRA adapter's config but not its weights ({ADAPTER_WEIGHTS[0]} "
+            "missing); if it is a committed run's, its README says which commit keeps them"
+        )
     return folder
 
 

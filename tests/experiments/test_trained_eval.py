@@ -128,6 +128,15 @@ def test_a_missing_stage_is_named(run_dir):
         for_trained_run(EvaluateConfig(run_dir=str(run_dir / "nope")), [])
 
 
+def test_an_adapter_kept_without_its_weights_is_named(run_dir):
+    (run_dir / "final" / "adapter_model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="final holds a LoRA adapter's config but not"):
+        apply_adapters(object(), [run_dir / "warm_start" / "adapter", run_dir / "final"])
+    (run_dir / "final" / "adapter_config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="final holds no LoRA adapter"):
+        apply_adapters(object(), [run_dir / "final"])
+
+
 def test_the_robustness_suite_attacks_a_trained_policy_in_its_own_environment(run_dir):
     from grasp.config import REPO_ROOT, RobustnessConfig
     from grasp.experiments.robustness import trained_policy
