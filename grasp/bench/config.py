@@ -22,8 +22,6 @@ from grasp.types import (
     parse_enum,
 )
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
 
 @dataclass
 class BenchEnvConfig:
@@ -115,7 +113,10 @@ class BenchAdaptersConfig:
     """scripts/bench_adapters.py: generation with LoRA adapters merged against unmerged."""
 
     adapters: list[str] = field(
-        default_factory=lambda: ["results/cpu_grasp/warm_start/adapter", "results/cpu_grasp/final"]
+        default_factory=lambda: [
+            "results/cpu_grasp_v2/warm_start/adapter",
+            "results/cpu_grasp_v2/final",
+        ]
     )
     """Adapters applied in order to the model (a committed run's by default)."""
     model: ModelConfig = field(default_factory=ModelConfig)
