@@ -24,6 +24,7 @@ from grasp.config import (
     EvalRetrievalConfig,
     EvaluateConfig,
     PrepareDataConfig,
+    RobustnessConfig,
     ServeRetrievalConfig,
     register_configs,
     to_dataclass,
@@ -36,6 +37,7 @@ register_configs()
 
 SCHEMAS = {
     "evaluate": EvaluateConfig,
+    "robustness": RobustnessConfig,
     "train": TrainConfig,
     "build_index": BuildIndexConfig,
     "eval_retrieval": EvalRetrievalConfig,
@@ -78,6 +80,9 @@ BAD = [
     ("build_index", "index.bm25.stemmer=klingon", "index.bm25.stemmer"),
     ("build_index", "index.bm25.stopwords=klingon", "index.bm25.stopwords"),
     ("evaluate", "batch_questions=0", "batch_questions"),
+    ("robustness", "batch_questions=0", "batch_questions"),
+    ("robustness", "n=0", "n"),
+    ("robustness", "rollout.group_size=0", "rollout.group_size"),
     ("evaluate", "n=0", "n"),
     ("evaluate", "show=-1", "show"),
     ("eval_retrieval", "n=0", "n"),

@@ -13,8 +13,6 @@ from grasp.types import (
     parse_enum,
 )
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
 
 @dataclass
 class DatasetConfig:

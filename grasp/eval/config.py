@@ -24,8 +24,6 @@ from grasp.types import (
     parse_enum,
 )
 
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-
 
 @dataclass
 class EvalRetrievalConfig:
@@ -57,25 +55,24 @@ class EvalRetrievalConfig:
 
 
 @dataclass
-class EvaluateConfig:
-    """scripts/evaluate.py: run a policy over dev sets in the environment and score it."""
+class PolicyRunConfig:
+    """What every entry point that plays a policy in the environment on sampled dev questions
+    shares (scripts/evaluate.py's ``EvaluateConfig``, scripts/robustness.py's
+    ``RobustnessConfig``): where the questions come from and how they are sampled, the index,
+    the environment, who acts and how it is rolled out, where the output goes, and a trained
+    run that fixes the environment, index, rollout and policy instead
+    (grasp/experiments/trained.py)."""
 
-    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
-    """Datasets to evaluate, each searched in its own pooled index, each in its own subfolder."""
-    dataset: DatasetConfig | None = None
-    """One dataset instead (dataset=musique), with its own source= and path=; replaces datasets."""
     data_dir: str | None = None
-    """Folder of normalized <dataset>/<split>.jsonl files for datasets; default the bundled data/."""
+    """Folder of normalized <dataset>/<split>.jsonl files; default the bundled data/."""
     split: str = "dev"
     """Split of every dataset."""
-    n: int = 500
-    """Questions per dataset (seed-42 sample, the paper protocol); all of them when fewer exist."""
     seed: int = 42
     """Sampling seed of the questions."""
     index: IndexConfig = field(default_factory=IndexConfig)
-    """Index settings; each dataset's index is built (or reused) under index_root."""
+    """Index settings; each index is built (or reused) under index_root."""
     index_root: str | None = None
-    """Folder of one index per dataset, <index_root>/<dataset>-<split>; default indexes/."""
+    """Folder of the indexes; default indexes/ (the robustness suite: indexes/robustness/)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Tools, top-K, turn budget, search scope."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -84,37 +81,56 @@ class EvaluateConfig:
     """A baseline wrapping the policy as its backend (configs/baseline/); none: the policy acts."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Samples per question, sampling, context budget, reward weights."""
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    """The LLM judge of JD (configs/judge/): none, openai or hf, and its versioned prompt."""
     batch_questions: int = 64
     """Questions rolled out together (one batched generation call per turn)."""
     out: str | None = None
-    """Output folder (one subfolder per dataset, overall results.json and results.md);
-    default runs/evaluate/<policy kind>."""
-    save_tokens: bool = False
-    """Also write each trajectory's token ids and env mask."""
+    """Output folder; default runs/evaluate/<policy kind> (the robustness suite:
+    runs/robustness/<policy kind>)."""
     threads: int = 0
     """CPU threads for torch (the encoder's too) and FAISS; 0: every core this process may
     run on (os.sched_getaffinity). Set once at start (grasp/threads.py); on a shared machine,
     the cores this process can have to itself."""
-    show: int = 0
-    """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
-    observations, answer and reward; grasp/eval/transcript.py)."""
     run_dir: str | None = None
-    """A training run to evaluate in its own environment: env, index, rollout (greedy) and the
-    policy come from its config.json and adapters (grasp/experiments/trained.py); overriding them too
-    is refused."""
+    """A training run whose policy acts in its own environment: env, index, rollout (greedy)
+    and the policy come from its config.json and adapters (grasp/experiments/trained.py);
+    overriding them too is refused."""
     stage: str = "final"
     """With run_dir: final (after GRPO), warm_start (the policy GRPO started from), or a
     checkpoint folder name (checkpoint-40)."""
 
     def __post_init__(self) -> None:
+        check_range("batch_questions", self.batch_questions, low=1)
+
+
+@dataclass
+class EvaluateConfig(PolicyRunConfig):
+    """scripts/evaluate.py: run a policy over dev sets in the environment and score it.
+
+    The output folder holds one subfolder per dataset and the pooled results.json and
+    results.md; with run_dir it defaults to <run_dir>/evaluate/<stage>."""
+
+    datasets: list[str] = field(default_factory=lambda: ["hotpotqa", "2wikimultihopqa", "musique"])
+    """Datasets to evaluate, each searched in its own pooled index
+    (<index_root>/<dataset>-<split>), each in its own subfolder."""
+    dataset: DatasetConfig | None = None
+    """One dataset instead (dataset=musique), with its own source= and path=; replaces datasets."""
+    n: int = 500
+    """Questions per dataset (seed-42 sample, the paper protocol); all of them when fewer exist."""
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    """The LLM judge of JD (configs/judge/): none, openai or hf, and its versioned prompt."""
+    save_tokens: bool = False
+    """Also write each trajectory's token ids and env mask."""
+    show: int = 0
+    """Print the first ``show`` trajectories of each dataset turn by turn (their calls,
+    observations, answer and reward; grasp/eval/transcript.py)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.datasets = [parse_enum(DatasetName, d, "datasets") for d in self.datasets]
         if len(set(self.datasets)) != len(self.datasets):
             raise ValueError(f"datasets lists a dataset twice: {self.datasets}")
-        # n=0 and batch_questions=0 failed only after the first index was built.
+        # n=0 failed only after the first index was built.
         check_range("n", self.n, low=1)
-        check_range("batch_questions", self.batch_questions, low=1)
         check_range("show", self.show, low=0)
 
     def dataset_configs(self) -> list[DatasetConfig]:

@@ -11,15 +11,10 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from grasp.baselines.config import BaselineConfig
-from grasp.corpus.build import IndexConfig
-from grasp.env.environment import EnvConfig
-from grasp.eval.config import EvaluateConfig
+from grasp.eval.config import EvaluateConfig, PolicyRunConfig
 from grasp.experiments.ablation import Ablation
 from grasp.experiments.adversarial import ExhaustionConfig, InjectionConfig, PoisoningConfig
 from grasp.experiments.baseline_table import Baseline
-from grasp.rollout.engine import RolloutConfig
-from grasp.rollout.factory import PolicyConfig
 from grasp.train.config import TrainConfig
 from grasp.types import (
     DatasetName,
@@ -27,8 +22,6 @@ from grasp.types import (
     check_range,
     parse_enum,
 )
-
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 @dataclass
@@ -199,54 +192,29 @@ def hydra_mode(compare: str) -> str:
 
 
 @dataclass
-class RobustnessConfig:
-    """scripts/robustness.py: a policy on clean and adversarial corpora of one dev set."""
+class RobustnessConfig(PolicyRunConfig):
+    """scripts/robustness.py: a policy on clean and adversarial corpora of one dev set.
+
+    index applies to every corpus (near_duplicates: to all runs but the detection run), one
+    index per corpus under index_root (default indexes/robustness/); the exhaustion runs set
+    their own turn, token and wall-clock budgets over env and rollout. The output folder holds
+    robustness.json, robustness.md and one subfolder per run; with run_dir it defaults to
+    runs/robustness/<run>-<stage>."""
 
     dataset: str = "hotpotqa"
     """The dataset whose dev questions are sampled and attacked."""
-    data_dir: str | None = None
-    """Folder of normalized <dataset>/<split>.jsonl files; default the bundled data/."""
-    split: str = "dev"
-    """Split of the dataset."""
     n: int = 20
     """Questions sampled (seeded); their pooled paragraphs are the clean corpus."""
-    seed: int = 42
-    """Sampling seed of the questions."""
     attack_seed: int = 0
     """Seed of the adversarial corpora (canary answers, injection kinds, copies)."""
-    index: IndexConfig = field(default_factory=IndexConfig)
-    """Index settings of every corpus (near_duplicates: that of all runs but the detection run)."""
-    index_root: str | None = None
-    """Folder of the suite's indexes, one per corpus; default indexes/robustness/."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Tools, top-K, turn budget, search scope (the exhaustion runs set their own turns)."""
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    """Who acts: scripted, hf, vllm or openai."""
-    baseline: BaselineConfig = field(default_factory=BaselineConfig)
-    """A baseline wrapping the policy as its backend; none: the policy acts."""
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    """Sampling, context budget (the exhaustion runs set their own budgets)."""
     injection: InjectionConfig = field(default_factory=InjectionConfig)
     """The injection payloads."""
     poisoning: PoisoningConfig = field(default_factory=PoisoningConfig)
     """Copies per question and the detection threshold."""
     exhaustion: ExhaustionConfig = field(default_factory=ExhaustionConfig)
     """The budgets of the exhaustion runs."""
-    batch_questions: int = 64
-    """Questions rolled out together."""
-    out: str | None = None
-    """Output folder (robustness.json, robustness.md, one subfolder per run); default
-    runs/robustness/<policy kind>."""
-    run_dir: str | None = None
-    """A training run (scripts/train.py) whose policy is attacked, in the environment it was
-    trained in: its env, index settings, rollout (greedy) and model with adapters come from
-    its config.json (grasp/experiments/trained.py), and overriding them here is refused."""
-    stage: str = "final"
-    """With run_dir: final, warm_start or checkpoint-N (as scripts/evaluate.py run_dir=)."""
-    threads: int = 0
-    """CPU threads for torch and FAISS; 0: every core this process may run on."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
         check_range("n", self.n, low=1)
-        check_range("batch_questions", self.batch_questions, low=1)

@@ -18,13 +18,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from omegaconf import OmegaConf
 
+from grasp.eval.config import PolicyRunConfig
 from grasp.rollout.adapters import ADAPTER_CONFIG
 from grasp.rollout.factory import PolicyConfig
 from grasp.train.config import TrainConfig
 
+RunConfig = TypeVar("RunConfig", bound=PolicyRunConfig)
+"""The config of an entry point that plays a policy (EvaluateConfig, RobustnessConfig)."""
 RUN_OWNED = ("env", "rollout", "index", "policy", "baseline")
 """Config groups a trained run fixes; an override of any of them beside run_dir= is refused."""
 FINAL = "final"
@@ -88,7 +92,7 @@ def stage_policy(run_dir: Path, stage: str, train: TrainConfig, base: PolicyConf
     )
 
 
-def for_trained_run(config, overrides: Sequence[str]):
+def for_trained_run(config: RunConfig, overrides: Sequence[str]) -> RunConfig:
     """``config`` (an EvaluateConfig, or a RobustnessConfig, with ``run_dir`` set) with the
     run's env, index, rollout and policy; the output folder defaults to
     ``<run_dir>/evaluate/<stage>``."""
