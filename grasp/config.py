@@ -36,6 +36,7 @@ from grasp.experiments.ablation import sweep_variants
 from grasp.experiments.config import (
     AblateConfig,
     BaselinesConfig,
+    BridgeProbeConfig,
     CompareMode,
     KSweepConfig,
     RobustnessConfig,
@@ -61,6 +62,7 @@ __all__ = [
     "BenchServeConfig",
     "BenchThreadsConfig",
     "BenchTrainStepConfig",
+    "BridgeProbeConfig",
     "BuildIndexConfig",
     "CompareMode",
     "CompressConfig",
@@ -150,6 +152,7 @@ def register_configs() -> None:
     store.store(name="eval_retrieval_schema", node=EvalRetrievalConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="robustness_schema", node=RobustnessConfig)
+    store.store(name="bridge_probe_schema", node=BridgeProbeConfig)
     store.store(name="bench_env_schema", node=BenchEnvConfig)
     store.store(name="bench_threads_schema", node=BenchThreadsConfig)
     store.store(name="bench_dtype_schema", node=BenchDtypeConfig)

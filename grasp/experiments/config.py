@@ -218,3 +218,32 @@ class RobustnessConfig(PolicyRunConfig):
         super().__post_init__()
         self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
         check_range("n", self.n, low=1)
+
+
+@dataclass
+class BridgeProbeConfig:
+    """scripts/bridge_probe.py: the next hop's candidate queries, probed without a model
+    (grasp/experiments/bridge_probe.py)."""
+
+    dataset: str = "hotpotqa"
+    """The dataset whose questions are probed."""
+    split: str = "train"
+    """Its split: train, the questions a warm start's scripted episodes are played on."""
+    data_dir: str | None = None
+    """Folder of normalized <dataset>/<split>.jsonl files; default the bundled data/."""
+    n: int = 0
+    """Questions probed (a seeded sample); 0: all of the split."""
+    seed: int = 42
+    """Sampling seed of the questions."""
+    k: int = 5
+    """Hits per search (the paper's top-K)."""
+    index_dir: str | None = None
+    """The split's pooled index; default indexes/<dataset>-<split> (scripts/build_index.py,
+    or the one a training run built)."""
+    out: str | None = None
+    """JSON output path; default runs/bridge_probe.json."""
+
+    def __post_init__(self) -> None:
+        self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
+        check_range("n", self.n, low=0)
+        check_range("k", self.k, low=1)

@@ -182,13 +182,17 @@ def bridge_query(question: str, hits: Sequence[tuple[str, str, str]], read: set[
     words in all."""
     read_titles = [h[2] for h in hits if h[2] in read]
     title = read_titles[-1] if read_titles else (hits[0][2] if hits else "")
-    named = set(re.findall(r"\w+", title.lower()))
-    words = [
+    return " ".join([title, *content_words(question, named=title)][:12]).strip() or question
+
+
+def content_words(text: str, named: str = "") -> list[str]:
+    """The words of ``text`` that are neither stopwords nor words of ``named``, in order."""
+    known = set(re.findall(r"\w+", named.lower()))
+    return [
         w
-        for w in re.findall(r"\w+", question)
-        if w.lower() not in _STOPWORDS and w.lower() not in named
+        for w in re.findall(r"\w+", text)
+        if w.lower() not in _STOPWORDS and w.lower() not in known
     ]
-    return " ".join([title, *words][:12]).strip() or question
 
 
 def _hits(text: str) -> list[tuple[str, str, str]]:
