@@ -30,7 +30,8 @@ from omegaconf import DictConfig
 from grasp.bench.report import publish
 from grasp.config import BridgeProbeConfig, register_configs, to_dataclass
 from grasp.corpus.index import CorpusIndex
-from grasp.data import DataSource, default_normalized_path, load_questions, sample_questions
+from grasp.data import DataSource, load_questions, sample_questions
+from grasp.data.config import dataset_path
 from grasp.experiments.bridge_probe import probe, table
 from grasp.paths import default_index_dir
 
@@ -41,18 +42,20 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="bridge_probe")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BridgeProbeConfig)
-    directory = Path(config.index_dir or default_index_dir(config.dataset, config.split))
+    dataset, split = config.dataset, config.split
+    directory = Path(config.index_dir or default_index_dir(dataset.name, split))
     if not directory.is_dir():
         raise FileNotFoundError(
             f"no index at {directory}: build it with python scripts/build_index.py "
-            f"dataset={config.dataset} split={config.split}, or set index_dir="
+            f"dataset={dataset.name} split={split}, or set index_dir="
         )
-    path = default_normalized_path(config.dataset, config.split, config.data_dir)
-    questions = load_questions(config.dataset, DataSource.NORMALIZED, path=path, split=config.split)
+    normalized = dataset.source is DataSource.NORMALIZED
+    path = dataset_path(dataset, split) if normalized else dataset.path
+    questions = load_questions(dataset.name, dataset.source, path=path, split=split)
     if config.n:
         questions = sample_questions(questions, config.n, seed=config.seed)
     report = probe(CorpusIndex.load(directory), questions, k=config.k)
-    report = {"dataset": str(config.dataset), "split": config.split, **report}
+    report = {"dataset": str(dataset.name), "split": split, **report}
     publish(report, config.out, "bridge_probe.json", table(report), log)
 
 

@@ -9,10 +9,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from grasp.config import (
+    BridgeProbeConfig,
     BuildIndexConfig,
     DatasetConfig,
     EvalRetrievalConfig,
     EvaluateConfig,
+    RobustnessConfig,
     dataset_path,
     default_index_dir,
     register_configs,
@@ -94,6 +96,15 @@ def test_paper_run_settings():
 def test_every_policy_composes(policy):
     config = compose_as("evaluate", EvaluateConfig, [f"policy={policy}"])
     assert config.policy.kind in {"scripted", "hf", "openai", "vllm"}
+
+
+@pytest.mark.parametrize(
+    ("name", "schema"), [("robustness", RobustnessConfig), ("bridge_probe", BridgeProbeConfig)]
+)
+def test_one_dataset_is_chosen_by_its_config_group(name, schema):
+    assert compose_as(name, schema, []).dataset.name == "hotpotqa"
+    chosen = compose_as(name, schema, ["dataset=musique", "dataset.path=/elsewhere.jsonl"])
+    assert (chosen.dataset.name, chosen.dataset.path) == ("musique", "/elsewhere.jsonl")
 
 
 @pytest.mark.parametrize("judge", ["none", "openai", "hf"])

@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from grasp.data.config import DatasetConfig
 from grasp.eval.config import EvaluateConfig, PolicyRunConfig
 from grasp.experiments.ablation import Ablation
 from grasp.experiments.adversarial import ExhaustionConfig, InjectionConfig, PoisoningConfig
@@ -201,8 +202,9 @@ class RobustnessConfig(PolicyRunConfig):
     robustness.json, robustness.md and one subfolder per run; with run_dir it defaults to
     runs/robustness/<run>-<stage>."""
 
-    dataset: str = "hotpotqa"
-    """The dataset whose dev questions are sampled and attacked."""
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(name="hotpotqa"))
+    """The dataset whose dev questions are sampled and attacked (dataset=musique; dataset.path=
+    another file)."""
     n: int = 20
     """Questions sampled (seeded); their pooled paragraphs are the clean corpus."""
     attack_seed: int = 0
@@ -216,7 +218,6 @@ class RobustnessConfig(PolicyRunConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
         check_range("n", self.n, low=1)
 
 
@@ -225,12 +226,10 @@ class BridgeProbeConfig:
     """scripts/bridge_probe.py: the next hop's candidate queries, probed without a model
     (grasp/experiments/bridge_probe.py)."""
 
-    dataset: str = "hotpotqa"
-    """The dataset whose questions are probed."""
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(name="hotpotqa"))
+    """The dataset whose questions are probed (dataset=musique; dataset.path= another file)."""
     split: str = "train"
     """Its split: train, the questions a warm start's scripted episodes are played on."""
-    data_dir: str | None = None
-    """Folder of normalized <dataset>/<split>.jsonl files; default the bundled data/."""
     n: int = 0
     """Questions probed (a seeded sample); 0: all of the split."""
     seed: int = 42
@@ -244,6 +243,5 @@ class BridgeProbeConfig:
     """JSON output path; default runs/bridge_probe.json."""
 
     def __post_init__(self) -> None:
-        self.dataset = parse_enum(DatasetName, self.dataset, "dataset")
         check_range("n", self.n, low=0)
         check_range("k", self.k, low=1)

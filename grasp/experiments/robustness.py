@@ -171,7 +171,7 @@ class Suite:
         self.out = out
         self.index_dir = (
             Path(config.index_root) if config.index_root else REPO_ROOT / "indexes" / "robustness"
-        ) / f"{config.dataset}-{config.split}"
+        ) / f"{config.dataset.name}-{config.split}"
         self.built: BuiltPolicy | None = None
         self.provenance = {"code": code_version(), "policy": policy_identity(config.policy)}
 
@@ -180,7 +180,7 @@ class Suite:
         if setting.name is RunName.EXHAUSTION_TOKENS and self.built and self.built.chat is None:
             return None
         check_top_k(setting.env, setting.corpus_questions)
-        source = {"dataset": str(self.config.dataset), "split": self.config.split}
+        source = {"dataset": str(self.config.dataset.name), "split": self.config.split}
         directory = self.index_dir / setting.corpus
         index = open_index(setting.index, directory, setting.corpus_questions, source=source)
         env = RetrievalEnvironment(index, setting.env)
@@ -189,7 +189,7 @@ class Suite:
         engine = RolloutEngine(env, self.built.policy, setting.rollout, chat=self.built.chat)
         fingerprint = {
             "run": str(setting.name),
-            "dataset": str(self.config.dataset),
+            "dataset": str(self.config.dataset.name),
             "split": self.config.split,
             "n": self.config.n,
             "seed": self.config.seed,
@@ -236,8 +236,11 @@ def run_robustness(config: RobustnessConfig) -> RobustnessReport:
     """Every run of the suite, then robustness.json and robustness.md in ``config.out``."""
     started = time.perf_counter()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "robustness" / config.policy.kind
-    path = default_normalized_path(config.dataset, config.split, config.data_dir)
-    questions = load_questions(config.dataset, DataSource.NORMALIZED, path=path, split=config.split)
+    dataset = config.dataset
+    path = dataset.path
+    if dataset.source is DataSource.NORMALIZED and not path:
+        path = default_normalized_path(dataset.name, config.split, config.data_dir)
+    questions = load_questions(dataset.name, dataset.source, path=path, split=config.split)
     sample = sample_questions(questions, config.n, seed=config.seed)
     suite = Suite(config, out)
     settings = run_settings(config, sample)
