@@ -22,18 +22,13 @@ from grasp.startup import process_environment
 os.environ.update(process_environment())
 
 import logging
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from grasp.bench.report import publish
 from grasp.config import BridgeProbeConfig, register_configs, to_dataclass
-from grasp.corpus.index import CorpusIndex
-from grasp.data import DataSource, load_questions, sample_questions
-from grasp.data.config import dataset_path
-from grasp.experiments.bridge_probe import probe, table
-from grasp.paths import default_index_dir
+from grasp.experiments.bridge_probe import run_probe, table
 
 log = logging.getLogger("bridge_probe")
 register_configs()
@@ -42,20 +37,7 @@ register_configs()
 @hydra.main(version_base=None, config_path="../configs", config_name="bridge_probe")
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BridgeProbeConfig)
-    dataset, split = config.dataset, config.split
-    directory = Path(config.index_dir or default_index_dir(dataset.name, split))
-    if not directory.is_dir():
-        raise FileNotFoundError(
-            f"no index at {directory}: build it with python scripts/build_index.py "
-            f"dataset={dataset.name} split={split}, or set index_dir="
-        )
-    normalized = dataset.source is DataSource.NORMALIZED
-    path = dataset_path(dataset, split) if normalized else dataset.path
-    questions = load_questions(dataset.name, dataset.source, path=path, split=split)
-    if config.n:
-        questions = sample_questions(questions, config.n, seed=config.seed)
-    report = probe(CorpusIndex.load(directory), questions, k=config.k)
-    report = {"dataset": str(dataset.name), "split": split, **report}
+    report = run_probe(config)
     publish(report, config.out, "bridge_probe.json", table(report), log)
 
 

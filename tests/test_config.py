@@ -148,3 +148,17 @@ def test_the_data_and_index_folders_are_defined_once_with_an_optional_root(tmp_p
     assert [c.path for c in config.dataset_configs()] == [
         str(tmp_path / name / "dev.jsonl") for name in ("hotpotqa", "musique")
     ]
+
+
+def test_a_dataset_config_reads_its_path_else_the_normalized_file(tmp_path, tiny_questions):
+    from grasp.data import write_normalized
+    from grasp.data.config import read_questions
+
+    file = write_normalized(list(tiny_questions), tmp_path / "hotpotqa" / "train.jsonl")
+    by_root = read_questions(DatasetConfig(name="hotpotqa"), "train", data_dir=tmp_path)
+    by_path = read_questions(DatasetConfig(name="hotpotqa", path=str(file)), "train")
+    assert by_root[1] == by_path[1] == file
+    assert [q.question_id for q in by_root[0]] == [q.question_id for q in tiny_questions]
+    assert by_path[0] == by_root[0]
+    with pytest.raises(FileNotFoundError, match="musique"):
+        read_questions(DatasetConfig(name="musique"), "train", data_dir=tmp_path)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from omegaconf import MISSING
 
-from grasp.data import DataSource, default_normalized_path
+from grasp.data import DataSource, default_normalized_path, load_questions
 from grasp.types import (
     DatasetName,
+    Question,
     parse_enum,
 )
 
@@ -35,3 +36,15 @@ def dataset_path(dataset: DatasetConfig, split: str) -> Path:
     if dataset.path:
         return Path(dataset.path)
     return default_normalized_path(dataset.name, split)
+
+
+def read_questions(
+    dataset: DatasetConfig, split: str, data_dir: str | Path | None = None
+) -> tuple[list[Question], Path | None]:
+    """Every question of ``dataset``'s ``split`` and the file they came from (None: the hub):
+    its ``path``, else for normalized data ``<data_dir or data/>/<name>/<split>.jsonl``. A
+    missing or malformed file fails here, naming it."""
+    path = Path(dataset.path) if dataset.path else None
+    if path is None and dataset.source is DataSource.NORMALIZED:
+        path = default_normalized_path(dataset.name, split, data_dir)
+    return load_questions(dataset.name, dataset.source, path=path, split=split), path

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from grasp.baselines import build_baseline_policy
-from grasp.data import DataSource, load_questions, sample_questions
-from grasp.data.config import DatasetConfig, dataset_path
+from grasp.data import sample_questions
+from grasp.data.config import DatasetConfig, read_questions
 from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.config import EvaluateConfig
 from grasp.eval.judge import build_judge
@@ -100,13 +100,7 @@ class DatasetInput:
 
 def load_dataset(config: EvaluateConfig, dataset: DatasetConfig) -> DatasetInput:
     """Read every question of ``dataset``; a missing or malformed file fails here, naming it."""
-    path = None
-    if dataset.source is DataSource.NORMALIZED:
-        path = dataset_path(dataset, config.split)
-    elif dataset.path:
-        path = Path(dataset.path)
-    questions = load_questions(dataset.name, dataset.source, path=path, split=config.split)
-    return DatasetInput(questions, path)
+    return DatasetInput(*read_questions(dataset, config.split))
 
 
 def prepare_dataset(

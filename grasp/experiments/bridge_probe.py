@@ -17,16 +17,22 @@ each candidate query (``QUERIES``):
 
 ``deeper`` is the other control: the question's own hits k+1..2k, which cost the same number
 of hits as one more search. A new gold paragraph is one of the missing gold paragraphs among
-the new search's hits. ``scripts/bridge_probe.py`` runs it and writes the report as JSON.
+the new search's hits. ``run_probe`` probes a configured split (``scripts/bridge_probe.py``
+writes its report as JSON).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from grasp.corpus.index import SearchIndex
+from grasp.corpus.index import CorpusIndex, SearchIndex
+from grasp.data import sample_questions
+from grasp.data.config import read_questions
+from grasp.experiments.config import BridgeProbeConfig
+from grasp.paths import default_index_dir
 from grasp.rollout.scripted import bridge_query, content_words
 from grasp.types import Hit, Question, Retriever
 
@@ -148,6 +154,23 @@ def probe(index: SearchIndex, questions: Sequence[Question], k: int = 5) -> dict
         "deeper": deeper,
         "episodes": episodes,
     }
+
+
+def run_probe(config: BridgeProbeConfig) -> dict[str, Any]:
+    """``probe`` of the configured split's questions in its index, the report naming both;
+    a missing index fails first, saying how to build it."""
+    dataset, split = config.dataset, config.split
+    directory = Path(config.index_dir or default_index_dir(dataset.name, split))
+    if not directory.is_dir():
+        raise FileNotFoundError(
+            f"no index at {directory}: build it with python scripts/build_index.py "
+            f"dataset={dataset.name} split={split}, or set index_dir="
+        )
+    questions, _ = read_questions(dataset, split)
+    if config.n:
+        questions = sample_questions(questions, config.n, seed=config.seed)
+    report = probe(CorpusIndex.load(directory), questions, k=config.k)
+    return {"dataset": str(dataset.name), "split": split, **report}
 
 
 def table(report: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ from grasp.baselines import build_baseline_policy
 from grasp.corpus.build import IndexConfig
 from grasp.corpus.index import SearchIndex
 from grasp.corpus.near_duplicates import NearDuplicateConfig
-from grasp.data import DataSource, default_normalized_path, load_questions, sample_questions
+from grasp.data import sample_questions
+from grasp.data.config import read_questions
 from grasp.env.environment import EnvConfig, RetrievalEnvironment, check_top_k
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version, policy_identity
@@ -236,11 +237,7 @@ def run_robustness(config: RobustnessConfig) -> RobustnessReport:
     """Every run of the suite, then robustness.json and robustness.md in ``config.out``."""
     started = time.perf_counter()
     out = Path(config.out) if config.out else REPO_ROOT / "runs" / "robustness" / config.policy.kind
-    dataset = config.dataset
-    path = dataset.path
-    if dataset.source is DataSource.NORMALIZED and not path:
-        path = default_normalized_path(dataset.name, config.split, config.data_dir)
-    questions = load_questions(dataset.name, dataset.source, path=path, split=config.split)
+    questions, _ = read_questions(config.dataset, config.split, config.data_dir)
     sample = sample_questions(questions, config.n, seed=config.seed)
     suite = Suite(config, out)
     settings = run_settings(config, sample)
