@@ -1,19 +1,25 @@
-"""Benchmark one experiment's GRPO step, part by part, against its raw model costs.
+"""Benchmark one experiment's GRPO step, part by part and arm by arm, against its raw model costs.
 
     python scripts/bench_train_step.py                                 # experiment=cpu_grasp
     python scripts/bench_train_step.py experiment=cpu_learn out=runs/step-cpu_learn.json
-    python scripts/bench_train_step.py experiment=cpu_grasp model.name=runs/cpu_grasp/warm_start/model
+    # cpu_grasp_v2's step from its committed warm start, as the run took it:
+    python scripts/bench_train_step.py experiment=cpu_grasp_v2 \
+        warm_start_from=results/cpu_grasp_v2/warm_start 'arms=[{name: v2}]'
 
 Builds the run exactly as scripts/train.py does (same index, environment, rollout engine,
-reward and TRL GRPOTrainer) and runs ``warmup_steps`` + ``timed_steps`` steps with
-``grasp.train.step_profile.StepProfiler`` attached: each step's wall time split into
-generation, environment, no-grad log-probabilities (reference and old policy), forward,
-backward, optimizer and the rest, with the tokens it processed (prompt, generated, inserted).
-Then, in the same process and on the last step's trajectories: one raw ``model.generate`` of
-the same rows and new-token count, and one forward/backward over the same sequences, the floors
-the step's generation and update are measured against. No warm start and no evaluation run;
-``model.name=`` points at a warm-started model to time realistic episodes. Prints a table and
-writes JSON (machine facts included: time only on idle cores).
+reward and TRL GRPOTrainer) once per arm (``arms``: a name and the training overrides that
+make it; by default ``grpo.reuse_cache`` false and true), each in a process of its own so
+that its peak resident memory is its own, and runs ``warmup_steps`` + ``timed_steps`` steps
+with ``grasp.train.step_profile.StepProfiler`` attached: each step's wall time split into
+generation (prefill, decode forwards, log-probabilities, the rest; turn by turn),
+environment, no-grad log-probabilities (reference and old policy; trunk and head), forward
+(trunk and head), backward, optimizer and the rest, with the tokens it processed (prompt,
+generated, inserted) and the peak resident memory. Then, in the last arm and on its last
+step's trajectories: one raw ``model.generate`` of the same rows and new-token count, and one
+forward/backward over the same sequences, the floors the step's generation and update are
+measured against. No evaluation runs; ``warm_start_from=`` starts every arm from a finished
+warm start (else the untrained model). Prints a table and writes JSON (machine facts
+included: time only on idle cores).
 The benchmark lives in ``grasp/bench/train_step.py``.
 """
 

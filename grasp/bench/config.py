@@ -143,6 +143,21 @@ class BenchAdaptersConfig:
 
 
 @dataclass
+class StepArm:
+    """One arm of the GRPO step benchmark: a name and the training overrides that make it."""
+
+    name: str = "as_composed"
+    """A folder name (letters, digits, ``._=-``): the arm's run folder under run_dir."""
+    overrides: list[str] = field(default_factory=list)
+    """Dotted training overrides, as on the command line (``grpo.reuse_cache=false``)."""
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not name or not all(c.isalnum() or c in "._=-" for c in name) or name[0] == ".":
+            raise ValueError(f"arms: {name!r} is not a folder name (letters, digits and ._=- only)")
+
+
+@dataclass
 class BenchTrainStepConfig(TrainConfig):
     """scripts/bench_train_step.py: one experiment's GRPO step, timed part by part.
 
@@ -154,9 +169,23 @@ class BenchTrainStepConfig(TrainConfig):
     """Steps run first and not timed (allocator, caches, first-call overheads)."""
     timed_steps: int = 3
     """Steps timed after the warm-up; the table shows their mean."""
-    reuse_cache: list[bool] = field(default_factory=lambda: [False, True])
-    """The arms: each value of grpo.reuse_cache is timed in turn, in this process, from the
-    same untrained weights, seed and questions (the table gives their ratio to the first)."""
+    arms: list[StepArm] = field(
+        default_factory=lambda: [
+            StepArm("reuse_cache=false", ["grpo.reuse_cache=false"]),
+            StepArm("reuse_cache=true", ["grpo.reuse_cache=true"]),
+        ]
+    )
+    """The arms, timed in turn from the same weights, seed and questions (``StepArm``: a name
+    and its training overrides; none: the configuration as composed), e.g.
+    ``'arms=[{name: before, overrides: [grpo.reuse_cache=false]}, {name: after}]'``. The
+    table gives each arm's ratio to the first."""
+    isolate: bool = True
+    """Each arm in a process of its own, so that its peak resident memory is its own (the
+    allocator keeps what an earlier arm freed); false runs them in this process."""
+    warm_start_from: str | None = None
+    """A finished warm start's folder (its ``warm_start.json`` and ``adapter/``, e.g.
+    results/cpu_grasp_v2/warm_start): each arm starts GRPO from it, as the run that made it
+    did, instead of from the untrained model."""
     references: bool = True
     """Also time raw model.generate and one forward/backward over the last step's tokens."""
     out: str | None = None
@@ -166,8 +195,11 @@ class BenchTrainStepConfig(TrainConfig):
         super().__post_init__()
         if self.warmup_steps < 0 or self.timed_steps < 1:
             raise ValueError("warmup_steps must be >= 0 and timed_steps >= 1")
-        if not self.reuse_cache:
-            raise ValueError("reuse_cache lists the arms to time: give at least one, e.g. [false]")
+        if not self.arms:
+            raise ValueError("arms names the arms to time: give at least one, e.g. [{name: now}]")
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arms: each name once (a run folder each), got {names}")
 
 
 @dataclass

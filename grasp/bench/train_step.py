@@ -1,27 +1,41 @@
-"""The GRPO step benchmark: one experiment's step, part by part, against its raw model costs.
+"""The GRPO step benchmark: one experiment's step, part by part, arm by arm, against its raw
+model costs.
 
-``run_benchmark(config, resolved)`` builds the run as scripts/train.py does, runs
-``warmup_steps`` + ``timed_steps`` steps under ``StepProfiler`` once per arm (each value of
-``reuse_cache``: every turn prefilled whole, or continuing the episode's KV cache) and times
-the raw floors (``raw_references``); ``table(report)`` is its printed table, the arms side by
-side.
-``scripts/bench_train_step.py`` is the entry point.
+``run_benchmark(config, resolved)`` builds the run as scripts/train.py does, once per arm (a
+name and the training overrides that make it: ``config.arms``), each in a process of its own
+by default so that its peak resident memory is its own; each arm starts from the same weights
+(the untrained model, or a finished warm start: ``warm_start_from``), seed and questions and
+runs ``warmup_steps`` + ``timed_steps`` steps under ``StepProfiler``. The last arm also times
+the raw floors (``raw_references``). ``table(report)`` is its printed table, the arms side by
+side with their ratio to the first. ``scripts/bench_train_step.py`` is the entry point.
 """
 
 from __future__ import annotations
 
-import copy
 import os
+import shutil
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from grasp.bench.config import BenchTrainStepConfig
 from grasp.bench.report import machine
-from grasp.train.step_profile import PARTS, StepProfiler, mean_timing
-from grasp.train.trainer import build_training, make_grpo_trainer
-from grasp.train.warm_start import WarmStartSettings
+from grasp.structured import to_dataclass
+from grasp.train.step_profile import DETAILS, PARTS, StepProfiler, mean_timing
+from grasp.train.trainer import build_training, make_grpo_trainer, warm_start_context
+from grasp.train.warm_start import ADAPTER_DIR, DONE_MARKER, warm_start
+
+ARM_MARKER = ".bench_train_step"
+"""In each arm's run folder: written by the benchmark, so that a rerun may clear the folder
+(a folder without it is refused, never deleted)."""
+UPDATE_PARTS = ("logprobs_no_grad", "forward", "backward", "optimizer")
+"""The parts of a step that make its update (TRL's loss, backward and optimizer)."""
+ROLLOUT_PARTS = ("generation", "environment")
 
 
 def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
@@ -88,83 +102,147 @@ def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
     }
 
 
-def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dict[str, Any]:
-    """Train ``warmup_steps`` + ``timed_steps`` steps (no warm start, no evaluation) with the
-    profiler attached, once per value of ``config.reuse_cache`` (each arm from the same
-    untrained weights, seed and questions); the JSON report, ``resolved`` the composed
-    config as it was given."""
-    load_before = os.getloadavg()
+def arm_config(config: BenchTrainStepConfig, overrides: list[str]) -> BenchTrainStepConfig:
+    """``config`` with an arm's dotted overrides applied (checked as the command line's are)."""
+    if not overrides:
+        return config
+    merged = OmegaConf.merge(OmegaConf.structured(config), OmegaConf.from_dotlist(overrides))
+    return to_dataclass(merged, BenchTrainStepConfig)
+
+
+def arm_folder(run_dir: Path, name: str) -> Path:
+    """An arm's run folder, cleared of an earlier benchmark's files; a folder the benchmark
+    did not make is refused (nothing is deleted)."""
+    folder = run_dir / name
+    if folder.exists():
+        if not (folder / ARM_MARKER).is_file():
+            raise FileExistsError(
+                f"{folder} exists and was not made by this benchmark: choose another run_dir="
+            )
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    (folder / ARM_MARKER).write_text("scripts/bench_train_step.py\n")
+    return folder
+
+
+def copy_warm_start(source: Path, run_dir: Path) -> None:
+    """Put a finished warm start (its marker and adapter) into ``run_dir``'s warm_start/."""
+    if not (source / DONE_MARKER).is_file() or not (source / ADAPTER_DIR).is_dir():
+        raise FileNotFoundError(
+            f"warm_start_from={source}: not a finished warm start ({DONE_MARKER} and "
+            f"{ADAPTER_DIR}/ expected)"
+        )
+    target = run_dir / "warm_start"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / DONE_MARKER, target / DONE_MARKER)
+    shutil.copytree(source / ADAPTER_DIR, target / ADAPTER_DIR)
+
+
+def run_arm(
+    config: BenchTrainStepConfig, name: str, overrides: list[str], references: bool
+) -> dict[str, Any]:
+    """Train one arm's steps with the profiler attached, in this process; its JSON."""
+    from grasp.threads import set_threads
+
+    set_threads(config.threads)
     steps = config.warmup_steps + config.timed_steps
-    config = replace(
-        config,
-        grpo=replace(config.grpo, max_steps=steps),
-        warm_start=WarmStartSettings(enabled=False),
+    arm = arm_config(config, overrides)
+    run_dir = arm_folder(Path(config.run_dir), name)
+    arm = replace(
+        arm,
+        grpo=replace(arm.grpo, max_steps=steps),
+        warm_start=replace(arm.warm_start, enabled=False),
         eval_before=False,
         trajectories_every=0,
         save_every=10**6,
+        run_dir=str(run_dir),
     )
-    setup = build_training(config)
-    # Each arm trains its own copy of the untrained model (the trainer wraps and updates it).
-    pristine = copy.deepcopy(setup.loaded.model) if len(config.reuse_cache) > 1 else None
-    arms, last = [], None
-    for number, reuse_cache in enumerate(config.reuse_cache):
-        arm = replace(config, grpo=replace(config.grpo, reuse_cache=reuse_cache))
-        loaded = setup.loaded
-        if number > 0 and pristine is not None:
-            loaded = replace(loaded, model=copy.deepcopy(pristine))
-        run_dir = Path(config.run_dir) / f"reuse_cache-{str(reuse_cache).lower()}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        trainer = make_grpo_trainer(arm, setup.data, setup.env, loaded, setup.chat, run_dir)
-        profiler = StepProfiler().attach(trainer)
-        trainer.train()
-        timed = profiler.steps[config.warmup_steps :]
-        arms.append(
-            {
-                "reuse_cache": reuse_cache,
-                "step": mean_timing(timed),
-                "steps": [s.to_json() for s in profiler.steps],
-            }
-        )
-        last = (trainer, profiler.last_batch)
+    setup = build_training(arm)
+    if config.warm_start_from:
+        copy_warm_start(Path(config.warm_start_from), run_dir)
+        settings = replace(arm.warm_start, enabled=True)
+        warm = warm_start(settings, warm_start_context(arm, setup), setup.loaded)
+        setup = replace(setup, loaded=warm.loaded)
+    trainer = make_grpo_trainer(arm, setup.data, setup.env, setup.loaded, setup.chat, run_dir)
+    profiler = StepProfiler().attach(trainer)
+    trainer.train()
+    timed = profiler.steps[config.warmup_steps :]
+    result: dict[str, Any] = {
+        "name": name,
+        "overrides": list(overrides),
+        "step": mean_timing(timed),
+        "steps": [s.to_json() for s in profiler.steps],
+        "peak_rss_bytes": profiler.steps[-1].peak_rss,
+    }
+    if references:
+        result["raw"] = raw_references(trainer, profiler.last_batch, arm.grpo.bf16)
+    return result
+
+
+def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dict[str, Any]:
+    """Each arm of ``config.arms`` in turn (``run_arm``; in a process of its own with
+    ``isolate``); the JSON report, ``resolved`` the composed config as it was given."""
+    load_before = os.getloadavg()
+    for arm in config.arms:
+        arm_config(config, arm.overrides)  # a typo fails here, before any arm runs
+    arms = []
+    for number, arm in enumerate(config.arms):
+        references = config.references and number == len(config.arms) - 1
+        call = (config, arm.name, list(arm.overrides), references)
+        if config.isolate:
+            with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+                arms.append(pool.submit(run_arm, *call).result())
+        else:
+            arms.append(run_arm(*call))
     report: dict[str, Any] = {"experiment": config.experiment, "config": resolved, "arms": arms}
-    if config.references and last is not None:
-        report["raw"] = raw_references(*last, config.grpo.bf16)
+    raw = arms[-1].pop("raw", None)
+    if raw is not None:
+        report["raw"] = raw
     report["environment"] = machine(load_before)
     return report
 
 
+def _sum(step: dict[str, Any], parts: tuple[str, ...]) -> float:
+    return sum(step["parts_s"][part] for part in parts)
+
+
 def table(report: dict[str, Any]) -> str:
-    """Each arm's mean step by part, with its share, tokens and throughput; the arms side by
-    side with their ratio to the first; then the raw floors."""
+    """Each arm's mean step by part (with its share) and sub-part, tokens, memory and
+    throughput; the arms side by side with their ratio to the first; then the raw floors."""
     arms = report["arms"]
+    width = max(20, *(len(a["name"]) + 2 for a in arms))
     lines = [
-        f"\nGRPO step of {report['experiment']}, mean of {arms[0]['step']['steps']} timed steps"
+        f"\nGRPO step of {report['experiment']}, mean of {arms[0]['step']['steps']} timed steps",
+        f"{'part (seconds)':<26}" + "".join(f"{a['name']:>{width}}" for a in arms),
     ]
-    header = "".join(f"{'reuse_cache=' + str(a['reuse_cache']).lower():>20}" for a in arms)
-    lines.append(f"{'part (seconds)':<22}{header}")
+
+    def row(label: str, values: list[float], share: list[float] | None = None) -> str:
+        cells = []
+        for number, value in enumerate(values):
+            extra = f"{share[number]:>7.1%}" if share else ""
+            cells.append(f"{value:>{width - len(extra)}.2f}{extra}")
+        return f"{label:<26}" + "".join(cells)
+
     for part in (*PARTS, "other"):
-        cells = "".join(
-            f"{a['step']['parts_s'][part]:>12.2f}{a['step']['parts_s'][part] / a['step']['wall_s']:>8.1%}"
-            for a in arms
-        )
-        lines.append(f"{part:<22}{cells}")
-    lines.append(f"{'step':<22}" + "".join(f"{a['step']['wall_s']:>12.2f}{'':>8}" for a in arms))
+        values = [a["step"]["parts_s"][part] for a in arms]
+        shares = [a["step"]["parts_s"][part] / a["step"]["wall_s"] for a in arms]
+        lines.append(row(part, values, shares))
+    for name in DETAILS:
+        lines.append(row(f"  {name}", [a["step"].get("details_s", {}).get(name, 0) for a in arms]))
+    lines.append(row("rollout", [_sum(a["step"], ROLLOUT_PARTS) for a in arms]))
+    lines.append(row("update", [_sum(a["step"], UPDATE_PARTS) for a in arms]))
+    lines.append(row("step", [a["step"]["wall_s"] for a in arms]))
     for name in ("prompt", "generated", "inserted", "prefilled", "turns"):
-        cells = "".join(f"{a['step']['tokens'].get(name, 0):>12.0f}{'':>8}" for a in arms)
-        lines.append(f"{'tokens: ' + name:<22}{cells}")
-    lines.append(
-        f"{'samples/step':<22}"
-        + "".join(f"{a['step']['samples_per_step']:>12.0f}{'':>8}" for a in arms)
-    )
-    first = arms[0]["step"]["samples_per_minute"]
-    lines.append(
-        f"{'samples/minute':<22}"
-        + "".join(
-            f"{a['step']['samples_per_minute']:>12.2f}"
-            f"{'x' + format(a['step']['samples_per_minute'] / first, '.2f'):>8}"
-            for a in arms
-        )
-    )
+        lines.append(row(f"tokens: {name}", [a["step"]["tokens"].get(name, 0) for a in arms]))
+    lines.append(row("peak RSS (GB)", [a["peak_rss_bytes"] / 1e9 for a in arms]))
+    first = arms[0]["step"]
+    for label, measure in (
+        ("step speed-up", lambda s: first["wall_s"] / s["wall_s"]),
+        ("rollout speed-up", lambda s: _sum(first, ROLLOUT_PARTS) / _sum(s, ROLLOUT_PARTS)),
+        ("update speed-up", lambda s: _sum(first, UPDATE_PARTS) / _sum(s, UPDATE_PARTS)),
+        ("samples/minute", lambda s: s["samples_per_minute"]),
+    ):
+        lines.append(row(label, [measure(a["step"]) for a in arms]))
     raw = report.get("raw")
     if raw:
         lines.append(

@@ -65,3 +65,14 @@ def completion_logprobs(
             with torch.no_grad():
                 entropies.append(entropy_from_logits(logits_BKV).masked_fill(padding_BK, 0.0))
     return torch.cat(logps), torch.cat(entropies) if compute_entropy else None
+
+
+def unwrapped_causal_lm(model: Any) -> Any:
+    """The causal LM inside ``model``: a DDP wrapper's module, a PEFT model's base model."""
+    inner = getattr(model, "module", model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+
+
+def decoder_of(model: Any) -> torch.nn.Module:
+    """The decoder (embeddings, layers, final norm) of ``model``'s causal LM."""
+    return unwrapped_causal_lm(model).get_decoder()

@@ -114,6 +114,7 @@ TRL_ATTRIBUTES: dict[str, str] = {
     "train": "public: the run (resumed from a checkpoint)",
     "save_model": "public: the final weights",
     "add_callback": "public: trajectory samples, the dev curve, the step profiler",
+    "ref_model": "public: the reference model of full fine-tuning with beta > 0 (else None)",
     "_log_metric": "private: the rollout's statistics, averaged over processes like TRL's",
     "_last_loaded_step": "private, vLLM only: the step whose weights vLLM last received",
     "vllm_generation": "private-ish, vLLM only: .llm, the colocated engine",
@@ -143,6 +144,14 @@ def colocated_llm(trainer: GRPOTrainerView) -> Any:
 
 def entropy_bonus_enabled(trainer: GRPOTrainerView) -> bool:
     return bool(getattr(trainer, "_entropy_bonus_enabled", False))
+
+
+def scoring_models(trainer: GRPOTrainerView) -> list[Any]:
+    """The models TRL's log-probability passes run: the policy, and a separate reference model
+    when it has one (full fine-tuning with beta > 0; with LoRA the reference is the policy
+    with its adapters disabled)."""
+    reference = getattr(trainer, "ref_model", None)
+    return [trainer.model] if reference is None else [trainer.model, reference]
 
 
 def wrap_step_calls(

@@ -1,5 +1,6 @@
-"""The GRPO step benchmark on the tiny model: each arm of ``reuse_cache`` trained from the same
-weights and timed side by side, the continued KV cache prefilling fewer tokens."""
+"""The GRPO step benchmark on the tiny model: each arm (named training overrides) trained from
+the same weights and timed side by side, the continued KV cache prefilling fewer tokens; an
+arm's folder, its overrides and its process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 
 import pytest
 
-from grasp.bench.train_step import run_benchmark, table
+from grasp.bench.config import StepArm
+from grasp.bench.train_step import ARM_MARKER, arm_config, arm_folder, run_benchmark, table
 from grasp.config import BenchTrainStepConfig
 from grasp.data import write_normalized
 from grasp.env.environment import EnvConfig
@@ -55,13 +57,31 @@ def bench_config(tmp_path, tiny_model_dir, tiny_questions, **fields) -> BenchTra
 def test_each_arm_is_timed_from_the_same_weights_and_the_cache_prefills_less(
     tmp_path, tiny_model_dir, tiny_questions
 ):
-    config = bench_config(tmp_path, tiny_model_dir, tiny_questions)
+    config = bench_config(tmp_path, tiny_model_dir, tiny_questions, isolate=False)
     report = json.loads(json.dumps(run_benchmark(config, {"experiment": "tiny"})))
     full, reused = report["arms"]
-    assert (full["reuse_cache"], reused["reuse_cache"]) == (False, True)
+    assert (full["name"], reused["name"]) == ("reuse_cache=false", "reuse_cache=true")
+    assert full["overrides"] == ["grpo.reuse_cache=false"]
     for arm in (full, reused):
         assert len(arm["steps"]) == 1 and arm["step"]["samples_per_step"] == 2
         assert arm["step"]["parts_s"]["generation"] > 0
+        assert arm["peak_rss_bytes"] > 0
+        details = arm["step"]["details_s"]
+        # The timer splits generation (prefill and decode forwards, log-probabilities, the
+        # rest); the decoder's hook splits each log-probability pass into trunk and head.
+        generation = sum(
+            details[f"generation_{p}"] for p in ("prefill", "decode", "logprob", "other")
+        )
+        assert generation == pytest.approx(arm["step"]["parts_s"]["generation"], rel=0.05)
+        assert details["generation_prefill"] > 0 and details["generation_decode"] > 0
+        for part in ("logprobs_no_grad", "forward"):
+            trunk, head = details[f"{part}_trunk"], details[f"{part}_head"]
+            assert trunk > 0 and head > 0
+            assert trunk + head == pytest.approx(arm["step"]["parts_s"][part])
+        [step] = arm["steps"]
+        assert len(step["turns"]) == step["tokens"]["turns"]
+        assert sum(t["prefilled"] for t in step["turns"]) == step["tokens"]["prefilled"]
+        assert all(t["rows"] >= 1 and t["forwards"] >= 2 for t in step["turns"])
     tokens, reused_tokens = full["step"]["tokens"], reused["step"]["tokens"]
     assert tokens["turns"] >= 2, "the untrained model's episodes run several turns"
     # Without the cache every turn prefills its whole context, so at least the prompts and
@@ -71,9 +91,51 @@ def test_each_arm_is_timed_from_the_same_weights_and_the_cache_prefills_less(
     assert set(report["raw"]) >= {"generate_s", "forward_s", "backward_s"}
     printed = table(report)
     assert "reuse_cache=false" in printed and "reuse_cache=true" in printed
-    assert "x1.00" in printed
+    assert "update speed-up" in printed and "peak RSS (GB)" in printed
 
 
-def test_no_arm_is_refused():
-    with pytest.raises(ValueError, match="reuse_cache lists the arms"):
-        BenchTrainStepConfig(reuse_cache=[])
+def test_an_isolated_arm_runs_in_a_process_of_its_own(tmp_path, tiny_model_dir, tiny_questions):
+    config = bench_config(
+        tmp_path, tiny_model_dir, tiny_questions, arms=[StepArm("alone")], references=False
+    )
+    report = run_benchmark(config, {"experiment": "tiny"})
+    [arm] = report["arms"]
+    assert arm["name"] == "alone" and arm["overrides"] == []
+    # Its peak is the child's own: below this process's, which imported and ran more.
+    assert 0 < arm["peak_rss_bytes"]
+    assert (tmp_path / "run" / "alone" / ARM_MARKER).is_file()
+    assert "raw" not in report
+
+
+def test_a_folder_the_benchmark_did_not_make_is_refused_and_kept(tmp_path):
+    mine = arm_folder(tmp_path, "a")
+    (mine / "leftover").write_text("x")
+    assert not (arm_folder(tmp_path, "a") / "leftover").exists(), "its own folder is cleared"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="was not made by this benchmark"):
+        arm_folder(tmp_path, "b")
+    assert (tmp_path / "b" / "results.json").read_text() == "{}"
+
+
+def test_an_arms_overrides_are_checked_like_the_command_line():
+    config = BenchTrainStepConfig()
+    arm = arm_config(config, ["grpo.reuse_cache=false", "grpo.gradient_accumulation_steps=2"])
+    assert arm.grpo.reuse_cache is False and arm.grpo.gradient_accumulation_steps == 2
+    assert arm_config(config, []) is config
+    with pytest.raises(Exception, match="reuse_cach"):
+        arm_config(config, ["grpo.reuse_cach=false"])
+
+
+@pytest.mark.parametrize(
+    ("arms", "message"),
+    [
+        (lambda: [], "names the arms"),
+        (lambda: [StepArm("a/b")], "not a folder name"),
+        (lambda: [StepArm("..")], "not a folder name"),
+        (lambda: [StepArm("a"), StepArm("a", ["grpo.beta=0"])], "each name once"),
+    ],
+)
+def test_bad_arms_are_refused(arms, message):
+    with pytest.raises(ValueError, match=message):
+        BenchTrainStepConfig(arms=arms())
