@@ -188,6 +188,14 @@ class BenchTrainStepConfig(TrainConfig):
     did, instead of from the untrained model."""
     references: bool = True
     """Also time raw model.generate and one forward/backward over the last step's tokens."""
+    fixed_step: bool = False
+    """Also train one fixed step in every arm: the first arm's first rollout replayed, from the
+    same adapter (``fixed_step_adapter``), in bfloat16 and float32, at this configuration's
+    micro-batching; its loss, gradient norm and KL show whether the arms compute the same
+    update."""
+    fixed_step_adapter: str | None = None
+    """The LoRA adapter the fixed step's policy starts from (e.g. a trained run's final/, so
+    that it differs from the reference and the KL is not 0); None: a fresh adapter."""
     out: str | None = None
     """JSON output path; default runs/bench_train_step-<experiment>.json."""
 

@@ -12,6 +12,7 @@ side with their ratio to the first. ``scripts/bench_train_step.py`` is the entry
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -36,6 +37,10 @@ ARM_MARKER = ".bench_train_step"
 UPDATE_PARTS = ("logprobs_no_grad", "forward", "backward", "optimizer")
 """The parts of a step that make its update (TRL's loss, backward and optimizer)."""
 ROLLOUT_PARTS = ("generation", "environment")
+FIXED_ROLLOUT = "fixed_step_rollout.pt"
+"""In run_dir: the first arm's first rollout, which every arm's fixed step replays."""
+FIXED_PRECISIONS = ("bfloat16", "float32")
+FIXED_METRICS = ("loss", "grad_norm", "kl")
 
 
 def raw_references(trainer, batch, bf16: bool) -> dict[str, float]:
@@ -139,9 +144,14 @@ def copy_warm_start(source: Path, run_dir: Path) -> None:
 
 
 def run_arm(
-    config: BenchTrainStepConfig, name: str, overrides: list[str], references: bool
+    config: BenchTrainStepConfig,
+    name: str,
+    overrides: list[str],
+    references: bool,
+    first: bool = True,
 ) -> dict[str, Any]:
-    """Train one arm's steps with the profiler attached, in this process; its JSON."""
+    """Train one arm's steps with the profiler attached, in this process; its JSON. The first
+    arm records its first rollout for every arm's fixed step (``fixed_step``)."""
     from grasp.threads import set_threads
 
     set_threads(config.threads)
@@ -163,8 +173,12 @@ def run_arm(
         settings = replace(arm.warm_start, enabled=True)
         warm = warm_start(settings, warm_start_context(arm, setup), setup.loaded)
         setup = replace(setup, loaded=warm.loaded)
+    # The fixed step needs the policy before training wraps and updates it.
+    pristine = copy.deepcopy(setup.loaded.model) if config.fixed_step else None
     trainer = make_grpo_trainer(arm, setup.data, setup.env, setup.loaded, setup.chat, run_dir)
     profiler = StepProfiler().attach(trainer)
+    if config.fixed_step and first:
+        record_first_rollout(trainer, Path(config.run_dir) / FIXED_ROLLOUT)
     trainer.train()
     timed = profiler.steps[config.warmup_steps :]
     result: dict[str, Any] = {
@@ -176,7 +190,75 @@ def run_arm(
     }
     if references:
         result["raw"] = raw_references(trainer, profiler.last_batch, arm.grpo.bf16)
+    if pristine is not None:
+        del trainer, profiler
+        result["fixed_step"] = fixed_step(config, arm, replace(setup.loaded, model=pristine), setup)
     return result
+
+
+def record_first_rollout(trainer: Any, path: Path) -> None:
+    """Save what the trainer's first rollout returns (for the fixed step to replay)."""
+    import torch
+
+    rollout = trainer.rollout_func
+
+    def recording(prompts: Any, caller: Any) -> dict[str, Any]:
+        output = rollout(prompts, caller)
+        if not path.exists():
+            torch.save(output, path)
+        return output
+
+    path.unlink(missing_ok=True)
+    recording.engine = rollout.engine  # type: ignore[attr-defined]  # the profiler's handle
+    trainer.rollout_func = recording
+
+
+def fixed_step(
+    config: BenchTrainStepConfig, arm: BenchTrainStepConfig, loaded: Any, setup: Any
+) -> dict[str, dict[str, float]]:
+    """One GRPO step of ``arm``'s code on the recorded rollout, from the same adapter, at
+    ``config``'s micro-batching, in each of ``FIXED_PRECISIONS``: TRL's logged loss, gradient
+    norm (before clipping) and KL. Float32 loads the weights in float32 (no autocast)."""
+    import torch
+
+    from grasp.train.metrics_log import read_metrics
+    from grasp.train.run_folder import load_final_weights
+
+    recorded = torch.load(Path(config.run_dir) / FIXED_ROLLOUT, weights_only=False)
+    checks = {}
+    for precision in FIXED_PRECISIONS:
+        bf16 = precision == "bfloat16"
+        model = copy.deepcopy(loaded.model)
+        if not bf16:
+            model = model.float()
+        run_dir = Path(arm.run_dir) / f"fixed_step-{precision}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        step = replace(
+            arm,
+            grpo=replace(
+                arm.grpo,
+                bf16=bf16,
+                max_steps=1,
+                gradient_accumulation_steps=config.grpo.gradient_accumulation_steps,
+            ),
+            run_dir=str(run_dir),
+        )
+        trainer = make_grpo_trainer(
+            step, setup.data, setup.env, replace(loaded, model=model), setup.chat, run_dir
+        )
+        if config.fixed_step_adapter:
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+            load_final_weights(unwrapped, Path(config.fixed_step_adapter))
+
+        def replay(prompts: Any, caller: Any) -> dict[str, Any]:
+            return recorded
+
+        trainer.rollout_func = replay
+        trainer.train()
+        [logged] = [r for r in read_metrics(run_dir) if "loss" in r and "train_runtime" not in r]
+        checks[precision] = {name: float(logged[name]) for name in FIXED_METRICS}
+        del trainer, model
+    return checks
 
 
 def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +270,7 @@ def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dic
     arms = []
     for number, arm in enumerate(config.arms):
         references = config.references and number == len(config.arms) - 1
-        call = (config, arm.name, list(arm.overrides), references)
+        call = (config, arm.name, list(arm.overrides), references, number == 0)
         if config.isolate:
             with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
                 arms.append(pool.submit(run_arm, *call).result())
@@ -200,6 +282,15 @@ def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dic
         report["raw"] = raw
     report["environment"] = machine(load_before)
     return report
+
+
+def _relative(check: dict[str, float], first: dict[str, float]) -> str:
+    """The largest relative difference of the fixed step's metrics from the first arm's."""
+    worst = max(
+        abs(check[m] - first[m]) / abs(first[m]) if first[m] else abs(check[m])
+        for m in FIXED_METRICS
+    )
+    return f"{worst:.1e}"
 
 
 def _sum(step: dict[str, Any], parts: tuple[str, ...]) -> float:
@@ -243,6 +334,20 @@ def table(report: dict[str, Any]) -> str:
         ("samples/minute", lambda s: s["samples_per_minute"]),
     ):
         lines.append(row(label, [measure(a["step"]) for a in arms]))
+    if all("fixed_step" in a for a in arms):
+        for precision in FIXED_PRECISIONS:
+            for metric in FIXED_METRICS:
+                values = [a["fixed_step"][precision][metric] for a in arms]
+                label = f"fixed step {precision[:4]} {metric}"
+                cells = "".join(f"{v:>{width}.6g}" for v in values)
+                lines.append(f"{label:<26}{cells}")
+            lines.append(
+                f"{'  relative to the first':<26}"
+                + "".join(
+                    f"{_relative(a['fixed_step'][precision], arms[0]['fixed_step'][precision]):>{width}}"
+                    for a in arms
+                )
+            )
     raw = report.get("raw")
     if raw:
         lines.append(

@@ -14,13 +14,21 @@ the merged SmolLM2 generates 1.2x (21-token prompts) to 1.6x (168-token prompts)
 base + adapter by one rounding per weight in the model's dtype, so greedy decoding may part
 from the unmerged model's at a near tie (in that benchmark: none of 32 sequences at 168 prompt
 tokens, 20 of 32 at 21). TRL's vLLM rollouts generate with merged weights too.
+
+During training the adapters change every step: ``MergedAdapters`` keeps one merged copy of
+the trained model and rewrites its adapted weights when the adapters changed, so that
+transformers rollouts and the run's evaluations generate merged too
+(``grpo.rollout_weights=merged``).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import torch
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -54,3 +62,74 @@ def apply_adapters(model: Any, adapters: Sequence[str | Path]) -> Any:
         model = PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     model.eval()
     return model
+
+
+class MergedAdapters:
+    """A plain copy of a LoRA model with its active adapters merged into the weights, kept up
+    to date with the adapters: what transformers rollouts generate with during training.
+
+    ``of(model)`` returns the merged copy of ``model`` (a PEFT model with LoRA layers) and
+    merges again the layers whose adapters changed since the last call (an optimizer step
+    writes them in place, which tensor versions show); a model without LoRA layers is
+    returned as it is. One copy is kept: the frozen base is copied once, each refresh rewrites
+    the adapted layers' weights. Each merged weight is ``base + scale B A`` summed in float32
+    and rounded once to the weights' dtype: the unmerged model up to that rounding."""
+
+    def __init__(self) -> None:
+        self._source: Any = None
+        self._copy: Any = None
+        self._targets: list[tuple[Any, torch.Tensor]] = []
+        """(LoRA layer of the source, the copy's weight it merges into)."""
+        self._version = -1
+
+    def of(self, model: Any) -> Any:
+        layers = lora_layers(model)
+        if not layers:
+            return model
+        if self._source is not model:
+            self._build(model, layers)
+        version = adapter_version(layers.values())
+        if version != self._version:
+            self._merge()
+            self._version = version
+        return self._copy
+
+    def _build(self, model: Any, layers: dict[str, Any]) -> None:
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.requires_grad_(False)
+        merged.eval()
+        # A PEFT model names its base model's modules under base_model.model.
+        self._targets = [
+            (layer, merged.get_submodule(name.removeprefix("base_model.model.")).weight)
+            for name, layer in layers.items()
+        ]
+        self._source, self._copy, self._version = model, merged, -1
+
+    @torch.no_grad()
+    def _merge(self) -> None:
+        for layer, weight in self._targets:
+            merged = layer.get_base_layer().weight.float()
+            for adapter in layer.active_adapters:
+                if adapter in layer.lora_A:
+                    merged = merged + layer.get_delta_weight(adapter).float()
+            weight.copy_(merged.to(weight.dtype))
+
+
+def lora_layers(model: Any) -> dict[str, Any]:
+    """The LoRA layers of ``model`` by module name (none for a plain model)."""
+    if not hasattr(model, "get_base_model"):
+        return {}
+    from peft.tuners.lora import LoraLayer
+
+    return {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
+
+
+def adapter_version(layers: Any) -> int:
+    """A number that changes whenever an adapter weight of ``layers`` is written in place."""
+    return sum(
+        p._version
+        for layer in layers
+        for modules in (layer.lora_A, layer.lora_B)
+        for module in modules.values()
+        for p in module.parameters()
+    )

@@ -143,13 +143,14 @@ def model_policy(
     max_batch_size: int | None = None,
     reuse_cache: bool = False,
     autocast_dtype: Any = None,
+    native_gqa: bool = True,
 ) -> Policy:
     """A transformers policy (``HFPolicy``) over ``model``, already loaded.
 
     ``end_of_turn_token``: where a turn ends (None: the policy's default, ``<|im_end|>``);
     ``max_batch_size``: rows per ``generate`` call; ``reuse_cache``: continue each episode's KV
     cache across turns; ``autocast_dtype``: generate under autocast (bf16 rollouts of fp32
-    master weights)."""
+    master weights); ``native_gqa``: grouped-query attention with masks on the CPU."""
     from grasp.rollout.hf_policy import HFPolicy
 
     extra = {} if end_of_turn_token is None else {"end_of_turn_token": end_of_turn_token}
@@ -159,5 +160,6 @@ def model_policy(
         max_batch_size=max_batch_size,
         reuse_cache=reuse_cache,
         autocast_dtype=autocast_dtype,
+        native_gqa=native_gqa,
         **extra,
     )

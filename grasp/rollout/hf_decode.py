@@ -36,6 +36,12 @@ What stays: one [rows, vocabulary] float32 copy of the step's logits, its softma
 sampling) and log-softmax, all dropped before the next step (never every step's scores), and
 the model's own per-layer Python, which is ``generate``'s too.
 
+``grouped_query_attention`` lets transformers' SDPA attention run grouped-query attention
+natively on the CPU with a mask (left padding, a continued cache), as it already does without
+one, instead of first copying every key/value head once per query head: the same numbers,
+and on our 2 cores 1.6-1.9x faster prefill attention (280 new tokens against a 1,500-2,500
+token cache, SmolLM2's 9 query and 3 key/value heads) and 1.2-1.5x faster decoding attention.
+
 ``PartTimer`` and ``forward_timing`` split a generation call's wall time into prefill, decode
 forwards, log-probabilities and the rest, with a memory sample after every forward (allocated
 and reserved on CUDA, the process RSS on the CPU): ``HFPolicy.timer`` and
@@ -111,6 +117,30 @@ class PartTimer:
     def _wait(self) -> None:
         if self.sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+GQA_VARIABLE = "TRANSFORMERS_SDPA_FORCE_GQA"
+"""What transformers reads, at each attention call, to pass ``enable_gqa`` to SDPA even with a
+mask (by default only without one: on CUDA a mask then falls back to the slow math kernel)."""
+
+
+@contextlib.contextmanager
+def grouped_query_attention(device: torch.device | str) -> Iterator[None]:
+    """Within the block, on the CPU only, SDPA attention with a mask runs grouped-query
+    attention natively (module docstring); elsewhere, nothing changes. The variable is set
+    for the block and restored after it."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    before = os.environ.get(GQA_VARIABLE)
+    os.environ[GQA_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[GQA_VARIABLE]
+        else:
+            os.environ[GQA_VARIABLE] = before
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from grasp.env.environment import EnvConfig
 from grasp.models import ModelConfig
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.policy import SamplingConfig
+from grasp.train.cpu_logprobs import LossLogprobs
 from grasp.train.dynamic_sampling import DynamicSamplingSettings
 from grasp.train.process import WandbMode
 from grasp.train.warm_start import WarmStartSettings
@@ -47,6 +48,15 @@ class TrainSource(StrEnum):
     """The bundled train questions (data/<dataset>/train.jsonl), evaluated on the dev set."""
     HUB = "hub"
     """The dataset's train split from the Hugging Face hub, evaluated on the bundled dev set."""
+
+
+class RolloutWeights(StrEnum):
+    """What transformers rollouts of a LoRA policy generate with (``grpo.rollout_weights``)."""
+
+    MERGED = "merged"
+    """A copy of the weights with the adapters merged in, refreshed after each update."""
+    ADAPTERS = "adapters"
+    """The trained model itself, its adapters unmerged."""
 
 
 class VllmMode(StrEnum):
@@ -136,10 +146,32 @@ class GRPOSettings:
     """Replace zero-spread groups by fresh questions before the update (DAPO; off)."""
     use_vllm: bool = False
     """Generate rollouts with vLLM (GPU) instead of transformers."""
-    reuse_cache: bool = False
+    reuse_cache: bool = True
     """Transformers rollouts and the run's evaluations: each turn prefills only the tokens
     appended since the previous turn, continuing its KV cache (``HFPolicy(reuse_cache=True)``),
-    instead of re-encoding the whole episode. Same distribution; other rounding."""
+    instead of re-encoding the whole episode. Same distribution; other rounding (false:
+    every turn prefilled whole)."""
+    rollout_weights: str = "merged"
+    """What transformers rollouts and the run's evaluations of a LoRA policy generate with
+    (a ``RolloutWeights``): merged, a copy of the weights with the adapters merged in, brought
+    up to date after each optimizer step (``grasp.rollout.adapters.MergedAdapters``: the
+    same model up to one rounding per weight, as TRL's vLLM rollouts and our evaluations of
+    committed adapters play it); adapters, the trained model itself, its adapters unmerged
+    (two more small matmuls per adapted layer and decoding step)."""
+    rollout_native_gqa: bool = True
+    """Transformers rollouts and the run's evaluations on the CPU: attention with a mask runs
+    grouped-query attention natively (the same numbers; 1.6-1.9x faster prefill attention
+    against a continued cache, ``grasp.rollout.hf_decode.grouped_query_attention``); false
+    copies the key/value heads first, as transformers does by default."""
+    loss_logprobs: str = "rows"
+    """How the loss's log-probabilities are computed on CPU (a ``LossLogprobs``,
+    grasp/train/cpu_logprobs.py): rows, each row without its padding and the LM head only at
+    the positions read, a chunk at a time; full_vocab, the padded micro-batch with float32
+    logits of every completion position (the former path, kept to compare against). The same
+    objective either way; GPU runs keep TRL's fused head."""
+    logprob_chunk: int = 1024
+    """loss_logprobs=rows: positions per LM-head chunk; at most one chunk's [positions,
+    vocabulary] logits exist at a time (recomputed in the backward)."""
     vllm_mode: str = "colocate"
     """colocate (vLLM inside the trainer process) or server (trl vllm-serve on other GPUs);
     a ``VllmMode``."""
@@ -170,6 +202,11 @@ class GRPOSettings:
             IMPORTANCE_SAMPLING_MODES,
         )
         self.vllm_mode = parse_enum(VllmMode, self.vllm_mode, "grpo.vllm_mode")
+        self.rollout_weights = parse_enum(
+            RolloutWeights, self.rollout_weights, "grpo.rollout_weights"
+        )
+        self.loss_logprobs = parse_enum(LossLogprobs, self.loss_logprobs, "grpo.loss_logprobs")
+        check_range("grpo.logprob_chunk", self.logprob_chunk, low=1)
         check_range("grpo.questions_per_step", self.questions_per_step, low=1)
         check_range("grpo.max_steps", self.max_steps, low=1)
         if self.num_generations < 2:

@@ -18,7 +18,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from grasp.models import (
     warn_if_emulated_bfloat16,
 )
 from grasp.paths import default_index_dir
+from grasp.rollout.adapters import MergedAdapters
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import model_policy
@@ -72,6 +73,7 @@ from grasp.train.trl_bridge import (
     policy_factory,
     reward_functions,
     rollout_autocast,
+    rollout_model,
     sample_weights_step,
 )
 from grasp.train.warm_start import WarmStartContext, warm_start
@@ -221,6 +223,9 @@ class TrainingSetup:
     """Where evaluations run (the dev set's own index, or ``env``)."""
     loaded: LoadedModel
     chat: ChatTokenizer
+    merged: MergedAdapters = field(default_factory=MergedAdapters)
+    """The merged copy of the trained LoRA model that rollouts and evaluations generate with
+    (``grpo.rollout_weights=merged``): one per run, shared by all of them."""
 
 
 def build_training(config: TrainConfig, process: RunProcess | None = None) -> TrainingSetup:
@@ -286,6 +291,7 @@ def run_training(
         run_dir,
         eval_env=setup.eval_env,
         world_size=process.num_processes,
+        merged=setup.merged,
     )
     if curve is not None:
         trainer.add_callback(DevCurveCallback(config.dev_curve.every, curve))
@@ -399,12 +405,14 @@ def evaluation_engine(
     """The engine of a run's evaluations: ``model`` decoded greedily in ``env`` (default the
     evaluation environment), at most ``config.eval_max_batch_size`` rows per
     ``model.generate`` call."""
+    model = rollout_model(config.grpo, model, setup.merged)
     policy = model_policy(
         model,
         setup.loaded.tokenizer,
         max_batch_size=config.eval_max_batch_size,
         reuse_cache=config.grpo.reuse_cache,
         autocast_dtype=rollout_autocast(config.grpo, model),
+        native_gqa=config.grpo.rollout_native_gqa,
     )
     greedy = config.rollout.greedy()
     return RolloutEngine(env or setup.eval_env, policy, greedy, chat=setup.chat)
@@ -463,6 +471,7 @@ def make_grpo_trainer(
     policy_for: Callable[[GRPOTrainerView], Policy] | None = None,
     eval_env: RetrievalEnvironment | None = None,
     world_size: int = 1,
+    merged: MergedAdapters | None = None,
 ):
     """TRL's GRPOTrainer wired to our engine, reward terms and callbacks (``GraspGRPOTrainer``:
     on CPU, the loss's log-probabilities from the plain LM head; grasp/train/cpu_logprobs.py).
@@ -479,7 +488,7 @@ def make_grpo_trainer(
     # No policy of its own: each rollout plays the trainer's current weights (``policy_for``).
     engine = RolloutEngine(env, None, config.rollout, chat=chat)
     prompts = TrainingPrompts.of(env, data.train)
-    policy_for = policy_for or policy_factory(config.grpo, loaded.tokenizer)
+    policy_for = policy_for or policy_factory(config.grpo, loaded.tokenizer, merged)
     rollout = GraspRollout(
         engine,
         {q.question_id: q for q in data.train},
@@ -491,7 +500,7 @@ def make_grpo_trainer(
     )
     # TRL's GRPOTrainer; on CPU its loss's log-probabilities come from the model's own LM head
     # over the completion positions (grasp/train/cpu_logprobs.py).
-    trainer = grasp_grpo_trainer()(
+    trainer = grasp_grpo_trainer(config.grpo)(
         model=loaded.model,
         reward_funcs=reward_functions(),
         args=grpo_args(config, run_dir, world_size),

@@ -43,8 +43,14 @@ from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
-from grasp.train.config import GRPOSettings, VllmMode
-from grasp.train.cpu_logprobs import completion_logprobs
+from grasp.rollout.adapters import MergedAdapters
+from grasp.train.config import GRPOSettings, RolloutWeights, VllmMode
+from grasp.train.cpu_logprobs import (
+    LossLogprobs,
+    completion_logprobs,
+    full_vocabulary_logprobs,
+    fused_lora,
+)
 from grasp.train.dynamic_sampling import DynamicSamplingSettings, replacement_ids, select_groups
 from grasp.train.metrics_log import drop_records_after
 from grasp.train.rollout_stats import (
@@ -120,6 +126,7 @@ TRL_ATTRIBUTES: dict[str, str] = {
     "vllm_generation": "private-ish, vLLM only: .llm, the colocated engine",
     "_entropy_bonus_enabled": "private: an entropy bonus needs TRL's own log-probabilities",
     "_get_per_token_logps_and_entropies": "private: overridden on CPU (cpu_logprobs)",
+    "_compute_loss": "private: overridden to pass the loss's own positions to cpu_logprobs",
 }
 """Every GRPOTrainer attribute this module reads or overrides, and why. Set after
 ``__init__`` (instance attributes) or on the class (methods); tests/train/test_trl_bridge.py
@@ -429,11 +436,29 @@ def plain_head_applies(
     return getattr(config, "logit_scale", None) in (None, 1.0)
 
 
-def grasp_grpo_trainer() -> type:
-    """TRL's GRPOTrainer with ``completion_logprobs`` on CPU (imported late: TRL is heavy)."""
+def grasp_grpo_trainer(grpo: GRPOSettings | None = None) -> type:
+    """TRL's GRPOTrainer with the CPU log-probabilities of ``grpo.loss_logprobs``
+    (grasp/train/cpu_logprobs.py; imported late: TRL is heavy)."""
     from trl import GRPOTrainer
 
+    settings = grpo or GRPOSettings()
+
     class GraspGRPOTrainer(GRPOTrainer):
+        _scored: torch.Tensor | None = None
+        """During the loss's forward: the positions it reads (completion x tool mask)."""
+
+        def _compute_loss(self, model, inputs):
+            # The loss, its KL and its entropy read only the generated tokens: the training
+            # forward scores those alone (observation tokens carry no loss).
+            scored = inputs["completion_mask"]
+            if "tool_mask" in inputs:
+                scored = scored * inputs["tool_mask"]
+            self._scored = scored
+            try:
+                return super()._compute_loss(model, inputs)
+            finally:
+                self._scored = None
+
         def _get_per_token_logps_and_entropies(
             self,
             model,
@@ -456,16 +481,33 @@ def grasp_grpo_trainer() -> type:
                     compute_aux_loss=compute_aux_loss,
                     **extra,
                 )
-            logps, entropies = completion_logprobs(
-                model,
-                input_ids,
-                attention_mask,
-                logits_to_keep,
-                temperature=self.temperature,
-                batch_size=batch_size,
-                compute_entropy=compute_entropy,
-                autocast=self.accelerator.autocast,
-            )
+            if settings.loss_logprobs is LossLogprobs.FULL_VOCAB:
+                logps, entropies = full_vocabulary_logprobs(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    temperature=self.temperature,
+                    batch_size=batch_size,
+                    compute_entropy=compute_entropy,
+                    autocast=self.accelerator.autocast,
+                )
+                return logps, entropies, None
+            scored = self._scored if torch.is_grad_enabled() else None
+            if scored is not None and tuple(scored.shape) != (input_ids.shape[0], logits_to_keep):
+                scored = None  # not the loss's own micro-batch: score every position
+            with fused_lora(model):
+                logps, entropies = completion_logprobs(
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    temperature=self.temperature,
+                    compute_entropy=compute_entropy,
+                    autocast=self.accelerator.autocast,
+                    scored=scored,
+                    chunk=settings.logprob_chunk,
+                )
             return logps, entropies, None
 
     return GraspGRPOTrainer
@@ -495,16 +537,34 @@ def rollout_autocast(grpo: GRPOSettings, model: Any) -> torch.dtype | None:
     return None
 
 
-def policy_factory(grpo: GRPOSettings, tokenizer: Any) -> Callable[[GRPOTrainerView], Policy]:
-    """How a rollout reaches the current weights: the trainer's model, or its vLLM engine."""
+def rollout_model(grpo: GRPOSettings, model: Any, merged: MergedAdapters) -> Any:
+    """The model transformers rollouts and the run's evaluations generate with: ``model``, or
+    with ``grpo.rollout_weights=merged`` its merged copy (a LoRA model; ``merged`` keeps it
+    up to date)."""
+    if grpo.rollout_weights is RolloutWeights.MERGED:
+        return merged.of(model)
+    return model
+
+
+def policy_factory(
+    grpo: GRPOSettings, tokenizer: Any, merged: MergedAdapters | None = None
+) -> Callable[[GRPOTrainerView], Policy]:
+    """How a rollout reaches the current weights: the trainer's model (or its merged copy,
+    ``rollout_model``), or its vLLM engine."""
     servers: dict[str, Any] = {}
+    merged = merged or MergedAdapters()
 
     def policy_for(trainer: GRPOTrainerView) -> Policy:
         model = trainer.accelerator.unwrap_model(trainer.model)
         if not grpo.use_vllm:
+            model = rollout_model(grpo, model, merged)
             autocast = rollout_autocast(grpo, model)
             return model_policy(
-                model, tokenizer, reuse_cache=grpo.reuse_cache, autocast_dtype=autocast
+                model,
+                tokenizer,
+                reuse_cache=grpo.reuse_cache,
+                autocast_dtype=autocast,
+                native_gqa=grpo.rollout_native_gqa,
             )
         from grasp.rollout.vllm_policy import VLLMPolicy, VLLMServerPolicy
 

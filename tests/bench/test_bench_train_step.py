@@ -139,3 +139,44 @@ def test_an_arms_overrides_are_checked_like_the_command_line():
 def test_bad_arms_are_refused(arms, message):
     with pytest.raises(ValueError, match=message):
         BenchTrainStepConfig(arms=arms())
+
+
+def test_the_fixed_step_replays_one_rollout_through_each_arms_code(
+    tmp_path, tiny_model_dir, tiny_questions
+):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    # A trained-looking adapter: the policy differs from its reference, so the KL and its
+    # gradient are not 0 even where the rewards of a group do not spread.
+    lora = LoraSettings(r=4, alpha=8, target_modules=["q_proj", "v_proj"])
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    peft_config = LoraConfig(
+        r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+    )
+    get_peft_model(base, peft_config).save_pretrained(tmp_path / "adapter")
+    arms = [
+        StepArm("full_vocab", ["grpo.loss_logprobs=full_vocab", "grpo.rollout_weights=adapters"]),
+        StepArm("rows", ["grpo.gradient_accumulation_steps=2"]),
+    ]
+    config = bench_config(
+        tmp_path,
+        tiny_model_dir,
+        tiny_questions,
+        arms=arms,
+        isolate=False,
+        fixed_step=True,
+        fixed_step_adapter=str(tmp_path / "adapter"),
+        references=False,
+    )
+    config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, lora=lora))
+    report = run_benchmark(config, {"experiment": "tiny"})
+    first, second = (arm["fixed_step"] for arm in report["arms"])
+    assert set(first) == {"bfloat16", "float32"}
+    for precision in ("bfloat16", "float32"):
+        assert set(first[precision]) == {"loss", "grad_norm", "kl"}
+        assert first[precision]["grad_norm"] > 0 and first[precision]["kl"] > 0
+    # The same rollout, weights and micro-batching: in float32 the two paths agree to rounding.
+    for metric in ("loss", "grad_norm", "kl"):
+        assert second["float32"][metric] == pytest.approx(first["float32"][metric], rel=1e-4)
+    assert "fixed step floa grad_norm" in table(report)

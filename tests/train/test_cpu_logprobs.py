@@ -1,6 +1,7 @@
 """The CPU log-probabilities of the GRPO loss against TRL's fused LM head on the same model:
-the same values, entropies and LoRA gradients; 0 on padding; TRL's path kept where ours does
-not apply."""
+the same values, entropies and LoRA gradients, row by row without padding (the default) and
+through the padded full-vocabulary path (the former one); only the scored positions read, in
+chunks of any size; 0 on padding; TRL's path kept where ours does not apply."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grasp.train.cpu_logprobs import completion_logprobs
+from grasp.train.cpu_logprobs import (
+    completion_logprobs,
+    decoder_of,
+    full_vocabulary_logprobs,
+    fused_lora,
+)
 from grasp.train.trl_bridge import plain_head_applies
 
 KEEP = 8  # completion positions scored per row
@@ -56,14 +62,21 @@ def lora_grads(model, logps: torch.Tensor, weights: torch.Tensor) -> dict[str, t
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
-def test_the_plain_head_gives_the_fused_heads_logprobs_entropies_and_gradients(lora_llama):
+@pytest.mark.parametrize(
+    "compute",
+    [
+        lambda *a, **k: completion_logprobs(*a, **k),
+        lambda *a, **k: completion_logprobs(*a, chunk=3, **k),
+        lambda *a, **k: full_vocabulary_logprobs(*a, batch_size=2, **k),
+    ],
+    ids=["rows", "rows-chunk-3", "full-vocab"],
+)
+def test_the_plain_head_gives_the_fused_heads_logprobs_entropies_and_gradients(lora_llama, compute):
     ids, mask = batch()
     weights = torch.randn(3, KEEP, generator=torch.Generator().manual_seed(2))
     expected, expected_entropy = fused(lora_llama, ids, mask)
     expected_grads = lora_grads(lora_llama, expected, weights)
-    logps, entropy = completion_logprobs(
-        lora_llama, ids, mask, KEEP, temperature=0.7, batch_size=2, compute_entropy=True
-    )
+    logps, entropy = compute(lora_llama, ids, mask, KEEP, temperature=0.7, compute_entropy=True)
     assert logps.shape == entropy.shape == (3, KEEP)
     torch.testing.assert_close(logps, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(entropy, expected_entropy.detach(), atol=1e-5, rtol=1e-5)
@@ -76,6 +89,47 @@ def test_the_plain_head_gives_the_fused_heads_logprobs_entropies_and_gradients(l
     # Completion padding scores 0; a real completion id never does.
     assert (logps[1, -3:] == 0).all() and (logps[2, -1:] == 0).all()
     assert (logps[0] < 0).all()
+
+
+def test_only_the_scored_positions_are_read_and_the_rest_score_zero(lora_llama):
+    ids, mask = batch()
+    scored = torch.zeros(3, KEEP, dtype=torch.bool)
+    scored[0, [1, 4]] = True
+    scored[1, 0] = True
+    scored[2, [2, KEEP - 1]] = True  # KEEP - 1 is padding in row 2: never scored
+    everything, _ = completion_logprobs(lora_llama, ids, mask, KEEP)
+    lengths = []
+    handle = decoder_of(lora_llama).register_forward_pre_hook(
+        lambda _m, _a, kwargs: lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
+    try:
+        logps, entropy = completion_logprobs(
+            lora_llama, ids, mask, KEEP, scored=scored, compute_entropy=True
+        )
+    finally:
+        handle.remove()
+    read = scored & (mask[:, -KEEP:] == 1)
+    torch.testing.assert_close(logps[read], everything[read], atol=1e-6, rtol=1e-6)
+    assert (logps[~read] == 0).all() and (entropy[~read] == 0).all()
+    assert (entropy[read] > 0).all()
+    # Each row runs once, from its first real token to the one before its last scored id:
+    # row 0 has 3 ids of prompt padding, row 2 one; row 1's last scored id is its first.
+    width = ids.shape[1]
+    assert lengths == [width - KEEP + 4 - 3, width - KEEP + 0, width - KEEP + 2 - 1]
+
+
+def test_a_row_with_nothing_scored_runs_no_forward(lora_llama):
+    ids, mask = batch()
+    scored = torch.zeros(3, KEEP, dtype=torch.bool)
+    calls = []
+    handle = decoder_of(lora_llama).register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        logps, _ = completion_logprobs(lora_llama, ids, mask, KEEP, scored=scored)
+    finally:
+        handle.remove()
+    assert calls == [] and (logps == 0).all()
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        completion_logprobs(lora_llama, ids, mask, KEEP, chunk=0)
 
 
 def test_the_temperature_divides_the_logits(lora_llama):
@@ -129,3 +183,34 @@ def test_an_fp32_cast_head_and_a_gpu_batch_keep_trls_path():
     trainer.args.cast_lm_head_to_fp32 = False
     meta = torch.zeros(1, 2, dtype=torch.long, device="meta")
     assert not plain_head_applies(trainer, model, meta)
+
+
+def test_fused_lora_is_peft_lora_under_autocast_and_only_within_its_block(lora_llama):
+    from peft.tuners.lora import Linear as LoraLinear
+
+    ids, mask = batch()
+    weights = torch.randn(3, KEEP, generator=torch.Generator().manual_seed(3))
+
+    def logps_and_grads():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logps, _ = completion_logprobs(lora_llama, ids, mask, KEEP)
+        return logps.detach(), lora_grads(lora_llama, logps, weights)
+
+    expected, expected_grads = logps_and_grads()
+    with fused_lora(lora_llama):
+        layers = [m for m in lora_llama.modules() if type(m) is LoraLinear]
+        assert layers and all("forward" in vars(m) for m in layers)
+        logps, grads = logps_and_grads()
+        with lora_llama.disable_adapter(), torch.no_grad():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                base_fused, _ = completion_logprobs(lora_llama, ids, mask, KEEP)
+    assert not any("forward" in vars(m) for m in layers), "PEFT's forward is back"
+    # One bf16 rounding of s B apart, on a 2-layer model: close, not bitwise.
+    torch.testing.assert_close(logps, expected, atol=0.05, rtol=0.01)
+    for name, grad in grads.items():
+        assert (grad - expected_grads[name]).norm() < 0.02 * expected_grads[name].norm(), name
+    with lora_llama.disable_adapter(), torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            base, _ = completion_logprobs(lora_llama, ids, mask, KEEP)
+    torch.testing.assert_close(base_fused, base, atol=0, rtol=0)
+    assert (base - expected).abs().max() > 0.05, "the adapters move the log-probabilities"

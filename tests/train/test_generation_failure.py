@@ -19,7 +19,7 @@ from grasp.train.metrics_log import read_metrics
 class OutOfMemoryPolicy(HFPolicy):
     """The transformers backend whose every ``model.generate`` call raises."""
 
-    def _run(self, batch, sampling, steps):
+    def _run(self, *args, **kwargs):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (simulated)")
 
 
