@@ -20,7 +20,15 @@ from __future__ import annotations
 import lzma
 from pathlib import Path
 
-__all__ = ["XZ_SUFFIX", "compress", "decompress", "read_bytes", "read_text", "stored_path"]
+__all__ = [
+    "XZ_SUFFIX",
+    "CompressedFileError",
+    "compress",
+    "decompress",
+    "read_bytes",
+    "read_text",
+    "stored_path",
+]
 
 XZ_SUFFIX = ".xz"
 """Suffix of the stored (compressed) form of a file."""
@@ -28,8 +36,31 @@ _PRESET = 9 | lzma.PRESET_EXTREME
 """Slowest and smallest xz setting: a file is compressed once and read many times."""
 
 
+class CompressedFileError(lzma.LZMAError, ValueError):
+    """A stored ``.xz`` file that does not decompress (truncated, or not xz): its path named.
+
+    An LZMAError, as the bare one it replaces, and a ValueError: the data is bad, as a
+    malformed line is, and the entry points end it in one line."""
+
+
 def _xz(path: Path) -> Path:
     return path.with_name(path.name + XZ_SUFFIX)
+
+
+def _unpacked(packed: Path) -> bytes:
+    """The decompressed content of ``packed``, a ``.xz`` file; CompressedFileError names it."""
+    try:
+        return lzma.decompress(packed.read_bytes())
+    except lzma.LZMAError as error:
+        raise CompressedFileError(
+            f"{packed}: not a readable xz file ({error}): restore it (git checkout, or its "
+            "copy) or delete it"
+        ) from None
+
+
+def _records(data: bytes) -> int:
+    """The JSON lines in ``data``: its non-blank lines."""
+    return sum(1 for line in data.splitlines() if line.strip())
 
 
 def stored_path(path: Path) -> Path | None:
@@ -60,7 +91,7 @@ def read_bytes(path: Path) -> bytes:
     if found is None:
         raise FileNotFoundError(f"{path} (nor {_xz(Path(path)).name})")
     if found.suffix == XZ_SUFFIX:
-        return lzma.decompress(found.read_bytes())
+        return _unpacked(found)
     return found.read_bytes()
 
 
@@ -70,17 +101,36 @@ def read_text(path: Path) -> str:
 
 
 def compress(path: Path) -> Path:
-    """Store ``path`` as ``path.xz`` (verified by reading it back) and remove ``path``."""
+    """Store ``path`` as ``path.xz`` (verified by reading it back) and remove ``path``.
+
+    Exactly one form is left whatever happens: a stored ``.xz`` already there is never
+    replaced (FileExistsError naming both files and their records: which holds the run's
+    records is for a person to say), and a plain file that cannot be removed stays the only
+    form (its ``.xz`` is removed again)."""
     path = Path(path)
     data = path.read_bytes()
     packed = _xz(path)
+    if packed.exists():
+        stored = _records(_unpacked(packed))
+        raise FileExistsError(
+            f"{path} ({_records(data)} records) and {packed} ({stored} records) both exist: "
+            "compressing would replace the stored records with the plain ones. Keep the one "
+            "that holds every record and delete the other"
+        )
     partial = packed.with_name(packed.name + ".partial")
     partial.write_bytes(lzma.compress(data, preset=_PRESET))
     if lzma.decompress(partial.read_bytes()) != data:  # never lose the plain file on a bad write
         partial.unlink()
         raise OSError(f"{packed}: the compressed copy does not read back as {path.name}")
     partial.replace(packed)
-    path.unlink()
+    try:
+        path.unlink()
+    except OSError as error:
+        packed.unlink()
+        raise type(error)(
+            f"{path}: cannot remove it ({error.strerror or error}), so it stays as it was, "
+            f"plain, and {packed.name} is not kept"
+        ) from error
     return packed
 
 
@@ -91,7 +141,7 @@ def decompress(path: Path) -> Path:
     found = stored_path(path)
     if found is not None and found != path:
         partial = path.with_name(path.name + ".partial")
-        partial.write_bytes(lzma.decompress(found.read_bytes()))
+        partial.write_bytes(_unpacked(found))
         partial.replace(path)
         found.unlink()
     return path

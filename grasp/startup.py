@@ -14,15 +14,21 @@ it) and so keeps JAX on the CPU, without preallocation should something still pu
 and switches off the JAX, Flax and TensorFlow paths of transformers and datasets. A value
 already in the environment wins: ``JAX_PLATFORMS=cuda python scripts/...`` is honoured.
 
+Each Hydra entry point's ``main`` is also decorated with ``one_line_errors`` (below
+``@hydra.main``, which unwraps it to find the script's configs): an expected error, a bad
+path, config or data file, ends in one line naming it instead of Hydra's traceback.
+
 This module imports nothing beyond the standard library (torch only inside
 ``log_gpu_memory``), so importing it initialises nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,42 @@ OUTSIDE_TORCH_WARNING = 0.10
 own context is about 0.5 GiB, well under it."""
 
 _GIB = 1 << 30
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError)
+"""What a user's input causes, and grasp raises naming it: a path (missing, not a folder, a
+symlink loop, locked by another process: OSError) or a value (a config field, a data file's
+content: ValueError). Any other exception is a bug, and keeps its traceback."""
+
+FULL_ERROR_VARIABLE = "HYDRA_FULL_ERROR"
+"""Set to 1, every error keeps its traceback (Hydra's own switch for its stack traces)."""
+
+Main = TypeVar("Main", bound=Callable[..., Any])
+
+
+def one_line_errors(main: Main) -> Main:
+    """``main`` ending an ``EXPECTED_ERRORS`` in one line on stderr, ``error: <Type>: <what>``,
+    and exit status 1, where Hydra would print its traceback (``HYDRA_FULL_ERROR=1`` keeps it).
+
+    Goes below ``@hydra.main``: Hydra finds the script's config folder through
+    ``__wrapped__``."""
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return main(*args, **kwargs)
+        except EXPECTED_ERRORS as error:
+            if os.environ.get(FULL_ERROR_VARIABLE) == "1":
+                raise
+            raise SystemExit(error_line(error)) from None
+
+    return run  # type: ignore[return-value]
+
+
+def error_line(error: BaseException) -> str:
+    """``error`` as one line: ``error: <Type>: <message>``, its lines joined by spaces."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    message = " ".join(line for line in lines if line) or "(no message)"
+    return f"error: {type(error).__name__}: {message}"
 
 
 def process_environment() -> dict[str, str]:

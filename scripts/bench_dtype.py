@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import process_environment
+from grasp.startup import one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
@@ -34,6 +34,7 @@ register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="bench_dtype")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, BenchDtypeConfig)
     report = run_benchmark(config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import log_gpu_memory, process_environment
+from grasp.startup import log_gpu_memory, one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
@@ -40,6 +40,7 @@ register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="build_index")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     log_gpu_memory()  # after the imports: shows what another framework took in them
     config = to_dataclass(cfg, BuildIndexConfig)

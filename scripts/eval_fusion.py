@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import process_environment
+from grasp.startup import one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
@@ -41,6 +41,7 @@ register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="eval_retrieval")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, EvalRetrievalConfig)
     report = run_fusion(config, " ".join(["python", "scripts/eval_fusion.py", *sys.argv[1:]]))

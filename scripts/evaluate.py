@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import log_gpu_memory, process_environment
+from grasp.startup import log_gpu_memory, one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
 os.environ.update(process_environment())
+
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -36,11 +38,13 @@ from grasp.config import EvaluateConfig, register_configs, to_dataclass
 from grasp.eval.protocol import evaluate_datasets
 from grasp.experiments.trained import for_trained_run
 from grasp.threads import set_threads
+from grasp.train.run_folder import check_training_run
 
 register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="evaluate")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     """Compose the config (a trained run's ``run_dir`` brings its own environment), then
     evaluate every dataset (``grasp.eval.protocol.evaluate_datasets``)."""
@@ -48,6 +52,7 @@ def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, EvaluateConfig)
     set_threads(config.threads)
     if config.run_dir:
+        check_training_run(Path(config.run_dir))  # an evaluation's folder is named as one
         config = for_trained_run(config, HydraConfig.get().overrides.task)
     evaluate_datasets(config)
 

@@ -6,8 +6,10 @@
     python scripts/gpu_check.py --dry-run --out /tmp/gpu_check.json      # tiny shapes, CPU
 
 Phases, most valuable first, each in a process of its own under its own time cap (the caps add
-up to 350 s; ``--budget-s`` lowers the whole, ``--phases`` picks some); the JSON is rewritten
-after every phase, and a phase stopped at its cap keeps what it had measured
+up to 350 s; ``--budget-s`` lowers the whole, ``--phases`` picks some); the JSON is written
+before the first phase and rewritten after every one, and a phase stopped at its cap keeps what
+it had measured. Stopped (Ctrl-C, ``kill``), the check ends the running phase and every process
+it started, keeps what it had measured and says so under ``stopped``
 (``grasp/bench/gpu_driver.py``):
 
 - ``train.full`` (90 s), ``train.resume`` (45 s), ``train.lora`` (70 s): ``scripts/train.py``

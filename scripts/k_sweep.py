@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import process_environment
+from grasp.startup import one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
@@ -52,6 +52,7 @@ def baselines_command(config: KSweepConfig, k: int) -> list[str]:
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="k_sweep")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     config = to_dataclass(cfg, KSweepConfig)
     root = Path(config.root)

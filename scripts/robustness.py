@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import os
 
-from grasp.startup import process_environment
+from grasp.startup import one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
 os.environ.update(process_environment())
+
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -33,15 +35,18 @@ from omegaconf import DictConfig
 from grasp.config import RobustnessConfig, register_configs, to_dataclass
 from grasp.experiments.robustness import run_robustness, trained_policy
 from grasp.threads import set_threads
+from grasp.train.run_folder import check_training_run
 
 register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="robustness")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     """Compose the config, then run the suite (``grasp.experiments.robustness.run_robustness``)."""
     config = to_dataclass(cfg, RobustnessConfig)
     if config.run_dir is not None:  # a trained policy, in the environment it was trained in
+        check_training_run(Path(config.run_dir))  # an evaluation's folder is named as one
         config = trained_policy(config, HydraConfig.get().overrides.task)
     set_threads(config.threads)
     run_robustness(config)

@@ -8,14 +8,16 @@
 
 The run directory (run_dir=, default runs/<experiment>) receives config.json, metrics.jsonl,
 trajectories/, checkpoints/, eval_before/, eval_after/, results.json and curves.png.
-Running the same command again resumes from the last checkpoint.
+Running the same command again resumes from the last checkpoint; once the run is finished
+(results.json at grpo.max_steps, with final/), it says so and does nothing. One process at a
+time trains a folder (grasp/train/run_folder.py).
 """
 
 from __future__ import annotations
 
 import os
 
-from grasp.startup import log_gpu_memory, process_environment
+from grasp.startup import log_gpu_memory, one_line_errors, process_environment
 
 # Before any other import: bm25s (through grasp.corpus) would start JAX on the GPU, which then
 # preallocates 75% of it (grasp/startup.py).
@@ -39,6 +41,7 @@ register_configs()
 
 
 @hydra.main(version_base=None, config_path="../configs", config_name="train")
+@one_line_errors
 def main(cfg: DictConfig) -> None:
     log_gpu_memory()  # after the imports: shows what another framework took in them
     config = to_dataclass(cfg, TrainConfig)

@@ -264,3 +264,83 @@ def test_the_gpu_memory_log_is_quiet_when_the_gpu_is_free_or_absent(monkeypatch,
     assert [r.levelno for r in caplog.records] == [logging.INFO]
     monkeypatch.setattr(_FakeCuda, "is_available", lambda self: False)
     assert startup.log_gpu_memory() is None
+
+
+def _decorators(script: Path) -> list[str] | None:
+    """The decorators of the script's ``main`` in source order, or None without one."""
+    for node in ast.parse(script.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "main":
+            return [ast.unparse(d).split("(")[0] for d in node.decorator_list]
+    return None
+
+
+HYDRA_SCRIPTS = [s for s in SCRIPTS if "hydra.main" in (_decorators(s) or [])]
+
+
+@pytest.mark.parametrize("script", HYDRA_SCRIPTS, ids=lambda p: p.name)
+def test_every_hydra_entry_point_ends_an_expected_error_in_one_line(script):
+    """Issue 48 (minor): the decorator right below ``@hydra.main`` (above it, Hydra would have
+    caught the error and printed its traceback first)."""
+    assert _decorators(script) == ["hydra.main", "one_line_errors"]
+
+
+def test_the_hydra_entry_points_are_found():
+    assert len(HYDRA_SCRIPTS) >= 20
+    assert {"train.py", "evaluate.py", "compress_results.py"} <= {s.name for s in HYDRA_SCRIPTS}
+
+
+def test_an_expected_error_ends_in_one_line_and_a_bug_keeps_its_traceback(monkeypatch):
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+    def failing(error: BaseException):
+        @startup.one_line_errors
+        def main(cfg: object) -> None:
+            """The entry point."""
+            raise error
+
+        return main
+
+    with pytest.raises(SystemExit) as ended:
+        failing(NotADirectoryError("index directory x: x is a symlink loop\nuse a folder"))(None)
+    assert ended.value.code == (
+        "error: NotADirectoryError: index directory x: x is a symlink loop use a folder"
+    )
+    with pytest.raises(SystemExit) as ended:
+        failing(ValueError("env.top_k=0 must be at least 1"))(None)
+    assert ended.value.code == "error: ValueError: env.top_k=0 must be at least 1"
+    with pytest.raises(KeyError, match="a bug"):
+        failing(KeyError("a bug"))(None)
+    assert failing(KeyError()).__doc__ == "The entry point."
+    assert failing(KeyError()).__wrapped__.__name__ == "main"  # how Hydra finds the script
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(ValueError, match="top_k"):
+        failing(ValueError("env.top_k=0 must be at least 1"))(None)
+
+
+def test_the_evaluation_script_names_an_index_folder_symlink_loop_in_one_line(tmp_path):
+    """Issue 48 (minor): the loop was named exactly (IndexPathError), under Hydra's traceback."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "evaluate.py"),
+            "policy=scripted",
+            "datasets=[hotpotqa]",
+            "n=1",
+            f"index_root={tmp_path / 'a'}",
+            f"out={tmp_path / 'out'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"error: IndexPathError: index directory {tmp_path / 'a' / 'hotpotqa-dev'}: "
+        f"{tmp_path / 'a'} is a symlink loop (following it leads back to it); use a folder, or "
+        "a path still to be created, as the index directory"
+    ]

@@ -11,11 +11,19 @@ gives each phase the whole GPU: nothing a previous phase allocated is still held
 The caps add up to ``DEFAULT_BUDGET_S`` (350 s): the check ends within 6 minutes of its start
 on the GPU machine, machine start-up aside; ``--budget-s`` lowers it (a phase gets at most
 what is left).
+
+The JSON is valid from before the first phase to the end, however the check ends: stopped
+(Ctrl-C, SIGTERM, SIGHUP), the driver ends the running phase with every process below it (a
+training phase's ``scripts/train.py`` runs in a session of its own), keeps what the phase
+wrote, says so under ``stopped`` and exits with 128 + the signal's number. Killed outright
+(SIGKILL), it cannot: each phase's process is then told by the kernel (its parent-death
+signal) and ends its own processes (``end_descendants_on_termination``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -85,6 +93,18 @@ class Report:
     dense_search: dict[str, Any] = field(default_factory=dict)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    stopped: str | None = None
+    """The signal that stopped the check before its last phase (``SIGINT``...), or None."""
+
+
+class Stopped(Exception):
+    """The check was stopped by a signal: SIGTERM or SIGHUP (``_stop_on``), or SIGINT (Ctrl-C,
+    which Python raises as KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(self.name)
 
 
 @dataclass
@@ -153,32 +173,58 @@ def run_phase(report: Report, phase: Phase, run: RunSettings) -> None:
         target[phase.key] = result
     report.phase_seconds[phase.name] = result.get("phase_s", 0.0)
     report.elapsed_s = round(time.monotonic() - run.started, 1)
+    stopped = result.pop(_STOPPED_KEY, None)
     write(report, run.out)
     status = "skipped" if "skipped" in result else "error" if "error" in result else "done"
     print(f"[{report.elapsed_s:7.1f} s] {phase.name}: {status}", flush=True)
+    if stopped is not None:
+        raise Stopped(stopped)
+
+
+_STOPPED_KEY = "_stopped_by"
+"""In ``run_capped``'s result, for ``run_phase`` only: the signal that stopped the phase."""
 
 
 def run_capped(command: list[str], part: Path, cap: float, grace_s: float = GRACE_S) -> dict:
     """Run ``command`` in a new session for at most ``cap`` (+ ``grace_s``) seconds, then kill
-    the session (its children too); the result is what it wrote to ``part``, with ``error``
-    when it was stopped or failed, and ``phase_s``."""
+    it with every process below it; the result is what it wrote to ``part``, with ``error``
+    when it was stopped or failed, and ``phase_s``.
+
+    However it ends (done, failed, past its cap, the check stopped by a signal), no process
+    of the phase outlives this call: a child left in its session is killed, and one in a
+    session of its own (a training phase's ``scripts/train.py``) is found as its descendant
+    while the phase still runs."""
     part.parent.mkdir(parents=True, exist_ok=True)
     part.unlink(missing_ok=True)
     log = part.with_suffix(".log")
     start = time.monotonic()
+    stopped: Stopped | None = None
     with log.open("w") as output:
         process = subprocess.Popen(
-            command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         try:
             code: int | None = process.wait(timeout=cap + grace_s)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
             code = None
+        except KeyboardInterrupt:
+            code, stopped = None, Stopped(signal.SIGINT)
+        except Stopped as stop:
+            code, stopped = None, stop
+        finally:
+            if process.poll() is None:  # still running: it and everything below it
+                _kill(_process_tree(process.pid))
+            _kill_group(process.pid)  # what it left in its session
+            process.wait()
     seconds = round(time.monotonic() - start, 1)
     result = json.loads(part.read_text()) if part.is_file() else {}
-    if code is None:
+    if stopped is not None:
+        result["error"] = f"stopped by {stopped.name} during this phase (what it measured is kept)"
+        result[_STOPPED_KEY] = stopped.signum
+    elif code is None:
         result["error"] = f"time cap of {cap:.0f} s reached: stopped (what it measured is kept)"
     elif code != 0 and "error" not in result:
         tail = log.read_text(errors="replace")[-2000:]
@@ -187,8 +233,65 @@ def run_capped(command: list[str], part: Path, cap: float, grace_s: float = GRAC
     return result
 
 
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it, found while they run (an orphan is lost from the
+    tree once its parent is gone, so the tree is read before any is killed)."""
+    import psutil
+
+    try:
+        below = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        below = []
+    return [pid, *(child.pid for child in below)]
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL each of ``pids`` and the process group each leads (its own children)."""
+    for pid in pids:
+        _kill_group(pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal a process gets when its parent dies."""
+
+
+def end_descendants_on_termination() -> None:
+    """The first thing a phase's process does: on SIGTERM or SIGHUP, kill every process below
+    this one, then exit; and have the kernel send that SIGTERM when the driver dies, even by
+    SIGKILL (Linux's parent-death signal; elsewhere a signal sent to the phase only).
+
+    Set here rather than between fork and exec: the driver has threads (torch's), and a
+    forked child of a threaded process may only call async-signal-safe functions."""
+
+    def end(signum: int, frame: Any) -> None:
+        _kill(_process_tree(os.getpid())[1:])
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, end)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() == 1:  # the driver died before the line above
+            end(signal.SIGTERM, None)
+
+
+def _stop_on(signum: int, frame: Any) -> None:
+    """The driver's SIGTERM and SIGHUP handler: stop the check as Ctrl-C does."""
+    raise Stopped(signum)
+
+
 def run_child(args: argparse.Namespace) -> int:
     """One phase, in this process: its result to ``args.part``, after each part and at the end."""
+    end_descendants_on_termination()
     import torch
 
     from grasp.bench import gpu
@@ -325,8 +428,30 @@ def main(argv: list[str] | None = None, description: str | None = None) -> int:
     ):
         child_args += [flag, str(value)] if value is not None else []
     run = RunSettings(args.out, args.budget_s, started, child_args, args.dry_run)
-    for phase in PHASES:
-        if phase.name in wanted:
+    return run_phases(report, [p for p in PHASES if p.name in wanted], run)
+
+
+def run_phases(report: Report, phases: list[Phase], run: RunSettings) -> int:
+    """Run ``phases`` in order, the JSON written before the first and after each; the exit
+    status: 0, or 128 + the signal that stopped the check (the JSON then says which)."""
+    write(report, run.out)
+    handlers = {
+        signum: signal.signal(signum, _stop_on) for signum in (signal.SIGTERM, signal.SIGHUP)
+    }
+    status = 0
+    try:
+        for phase in phases:
             run_phase(report, phase, run)
+    except (Stopped, KeyboardInterrupt) as stop:
+        stopped = stop if isinstance(stop, Stopped) else Stopped(signal.SIGINT)
+        report.stopped = stopped.name
+        status = 128 + stopped.signum
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    report.elapsed_s = round(time.monotonic() - run.started, 1)
+    write(report, run.out)
+    if report.stopped is not None:
+        print(f"stopped by {report.stopped}: {run.out} holds what was measured", flush=True)
     print(json.dumps(asdict(report), indent=1)[:4000])
-    return 0
+    return status

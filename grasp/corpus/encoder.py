@@ -9,6 +9,7 @@ document prefixes those models expect.
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,16 @@ import numpy as np
 from grasp.types import check_range
 
 WHEEL_PREFIX = "wheel:"
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate (half of a UTF-16 pair, as a JSON ``\\ud83d`` escape
+    without its other half decodes) replaced by U+FFFD.
+
+    A Rust tokenizer refuses a str holding one (``TypeError: TextEncodeInput must be
+    Union[...]``), and the whole batch with it: every query and document goes through here."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 @dataclass
@@ -127,12 +138,12 @@ class DenseEncoder:
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), dimension] float32 document vectors."""
-        prefixed = [self.config.document_prefix + t for t in texts]
+        prefixed = [self.config.document_prefix + encodable(t) for t in texts]
         return self._encode(prefixed, self.config.batch_size)
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         """[len(queries), dimension] float32 query vectors, encoded as one batch."""
-        prefixed = [self.config.query_prefix + q for q in queries]
+        prefixed = [self.config.query_prefix + encodable(q) for q in queries]
         kwargs = {}
         if self.config.query_prompt_name:
             kwargs["prompt_name"] = self.config.query_prompt_name

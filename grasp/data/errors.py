@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext", "UniqueIds"]
+__all__ = ["DataFormatError", "HubUnavailableError", "RecordContext", "UniqueIds", "no_questions"]
 
 
 class DataFormatError(ValueError):
@@ -46,6 +46,14 @@ class DataFormatError(ValueError):
             where.append(f"record {record}")
         what = f"field '{field}': {problem}" if field else problem
         super().__init__(f"{', '.join(where)}: {what}")
+
+
+def no_questions(source: str | Path, why: str) -> DataFormatError:
+    """The error of a data file that holds no question (``why``: "the file is empty").
+
+    Said where the file is read: otherwise the first to notice is whatever needs questions,
+    and it names something else ("env.top_k=5 exceeds the sentences in the corpus (0)")."""
+    return DataFormatError(source, f"holds no questions ({why})")
 
 
 class HubUnavailableError(RuntimeError):

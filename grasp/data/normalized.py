@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.errors import RecordContext, UniqueIds, no_questions
 from grasp.data.json_files import json_lines
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
 
@@ -194,7 +194,8 @@ def load_normalized(path: str | Path) -> list[Question]:
         FileNotFoundError: ``path`` does not exist (the message names it).
         IsADirectoryError: ``path`` is a directory.
         DataFormatError: a line is not valid JSON, misses a field, has a wrong value, or
-            repeats an earlier question id (the message names the file, line and field).
+            repeats an earlier question id (the message names the file, line and field); or
+            the file holds no question.
     """
     path = Path(path)
     if path.is_dir():
@@ -211,6 +212,8 @@ def load_normalized(path: str | Path) -> list[Question]:
         question = question_from_dict(record, ctx)
         ids.add(question.question_id, ctx)
         questions.append(question)
+    if not questions:
+        raise no_questions(path, "the file is empty")
     return questions
 
 

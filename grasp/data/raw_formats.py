@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from grasp.data.errors import RecordContext, UniqueIds
+from grasp.data.errors import RecordContext, UniqueIds, no_questions
 from grasp.data.json_files import json_document, json_lines
 from grasp.data.sentences import split_sentences
 from grasp.types import DatasetName, Paragraph, Question, SupportingFact
@@ -207,6 +207,8 @@ def _load_jsonl(path: Path, convert: Callable[[Any, RecordContext], Question]) -
         question = convert(record, ctx)
         ids.add(question.question_id, ctx)
         questions.append(question)
+    if not questions:
+        raise no_questions(path, "the file is empty")
     return questions
 
 
@@ -216,8 +218,8 @@ def load_raw(path: str | Path, dataset: DatasetName | str) -> list[Question]:
     Raises:
         FileNotFoundError: ``path`` does not exist (the message names it).
         IsADirectoryError: ``path`` is a directory.
-        DataFormatError: the file or a record does not have the official layout, or a record
-            repeats an earlier record's id.
+        DataFormatError: the file or a record does not have the official layout, a record
+            repeats an earlier record's id, or the file holds no record.
     """
     dataset = DatasetName(dataset)
     path = Path(path)
@@ -240,4 +242,6 @@ def load_raw(path: str | Path, dataset: DatasetName | str) -> list[Question]:
         question = convert(record, ctx)
         ids.add(question.question_id, ctx, "_id")
         questions.append(question)
+    if not questions:
+        raise no_questions(path, "an empty list")
     return questions

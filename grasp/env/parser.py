@@ -17,13 +17,16 @@ Tolerated, because they are harmless: whitespace and newlines around the JSON in
 tags; a Markdown code fence around it; ``"parameters"`` instead of ``"arguments"``;
 arguments given as a JSON-encoded string; an OpenAI-style ``{"function": {...}}`` wrapper; a
 one-element JSON list; ``null`` for an optional argument (treated as absent); text after
-``</tool_call>`` (ignored: the environment's observation follows the call).
+``</tool_call>`` (ignored: the environment's observation follows the call). The call ends at
+the first ``</tool_call>`` outside a JSON string: one inside a string is part of it.
 
 Argument normalization (the returned ``ToolCall.arguments`` holds only given, non-null
 arguments, already coerced):
 
 - string arguments: a JSON string, or a finite JSON number (``{"answer": 1984}`` → ``"1984"``,
-  so a numeric answer is not lost); surrounding whitespace is stripped; empty is invalid;
+  so a numeric answer is not lost); surrounding whitespace is stripped; half of an escaped
+  UTF-16 pair (``"\\ud83d"`` alone: text no encoder takes and no UTF-8 file holds) becomes
+  U+FFFD, for every tool; empty is invalid;
   ``query`` arguments longer than ``max_query_chars`` are invalid. Booleans, lists, objects
   are invalid (no guessing ``true`` → ``"yes"``).
 - integer arguments: a JSON integer, an integral float (``12.0``), or a string of decimal
@@ -37,7 +40,9 @@ Repaired, only with ``repair=True`` (``env.repair_calls``; the turn is then mark
 ``repaired``, so the strict format stays measurable): JSON that does not decode but whose
 intent json-repair recovers (a question's ``"`` copied unescaped into a query, a stray
 ``}}}`` or ``"]`` copied from the hit format), and an id argument written as the label it was
-copied from (``"[3]"``, ``"s12"``, ``"15476 p4251"``: the first number is the id).
+copied from (``"[3]"``, ``"s12"``, ``"15476 p4251"``: the first number is the id; a whole
+label only: ``"1.9"`` or ``"2 or 1"`` is refused, as 1.5 is). A repaired reading that makes no
+valid call stays the strict error, malformed JSON.
 
 The rollout must keep the closing ``</tool_call>`` in the generated text (with vLLM stop
 strings, ``include_stop_str_in_output=True``); otherwise the call reads as unclosed.
@@ -67,8 +72,13 @@ TOOL_CALL_CLOSE = "</tool_call>"
 
 _CODE_FENCE = re.compile(r"\A```[A-Za-z]*\s*(.*?)\s*```\Z", re.DOTALL)
 _DIGITS = re.compile(r"[+-]?[0-9]+")
-_COPIED_ID = re.compile(r"\[?\s*[sp]?([0-9]{1,18})\b")
-"""A label copied as an id: ``[3]``, ``s12``, ``15476 p4251``; its group is the first number."""
+_COPIED_ID = re.compile(r'\[?\s*[sp]?([0-9]{1,18})(?:\s+p[0-9]{1,18})?(?:\s+"[^"]*")?\s*\]?')
+"""A whole label copied as an id (``fullmatch``): ``[3]``, ``s12``, ``15476 p4251``,
+``[p19 "Title"]``; its group is the first number. Nothing else is read into it: ``"1.9"`` or
+``"2 or 1"`` is no label, and is refused as the number 1.5 is."""
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""Half of a UTF-16 pair, which JSON's ``\\ud83d`` escape decodes to when its other half is
+missing: no encoder's tokenizer takes it and no UTF-8 file can hold it."""
 # Ids beyond this are surely hallucinated; the bound also keeps int() cheap on long strings.
 _MAX_ID_DIGITS = 18
 
@@ -145,18 +155,52 @@ def _parse_call(
     count = 1 + after_open.count(TOOL_CALL_OPEN)
     if count > 1:
         raise _multiple(count)
-    end = after_open.find(TOOL_CALL_CLOSE)
+    end = _closing_tag(after_open)
     if end < 0:
         raise _Invalid(
             ParseErrorKind.UNCLOSED_TOOL_CALL,
             f"Error: {TOOL_CALL_OPEN} was never closed. Put the JSON call between "
             f"{TOOL_CALL_OPEN} and {TOOL_CALL_CLOSE}.",
         )
-    payload = _load_json(after_open[:end], fix)
-    name, raw_arguments = _split_call(payload)
-    spec = _lookup(name, allowed)
-    arguments = _validate_arguments(spec, raw_arguments, max_query_chars, fix)
+    body = after_open[:end]
+    payload = _load_json(body, fix)
+    json_repaired = fix.used
+    try:
+        name, raw_arguments = _split_call(payload)
+        spec = _lookup(name, allowed)
+        arguments = _validate_arguments(spec, raw_arguments, max_query_chars, fix)
+    except _Invalid:
+        if json_repaired:
+            # json-repair's reading made no valid call (``{name: a query: b}`` read as the tool
+            # "a query: b"): the text's fault is its JSON, as the strict parse says.
+            _load_json(body, _Repair(allowed=False))  # raises its MALFORMED_JSON error
+        raise
     return ToolCall(name=spec.name, arguments=arguments)
+
+
+def _closing_tag(after_open: str) -> int:
+    """Where the call's ``</tool_call>`` starts in ``after_open``, or -1 when it has none.
+
+    The first tag outside a JSON string: one inside a string is the model's text
+    (``{"answer": "x </tool_call> y"}``), not the end of the call. When a string is still open
+    at the end of the text (its JSON is broken anyway), the first tag at all."""
+    first = after_open.find(TOOL_CALL_CLOSE)
+    if first < 0:
+        return -1
+    in_string = escaped_char = False
+    for position, char in enumerate(after_open):
+        if in_string:
+            if escaped_char:
+                escaped_char = False
+            elif char == "\\":
+                escaped_char = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif after_open.startswith(TOOL_CALL_CLOSE, position):
+            return position
+    return first if in_string else -1
 
 
 def _repaired_json(body: str) -> Any:
@@ -282,8 +326,8 @@ def _coerce_int(spec: ToolSpec, arg: str, value: Any, fix: _Repair) -> int:
     elif isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
         digits = value.strip()
         number = int(digits) if len(digits.lstrip("+-")) <= _MAX_ID_DIGITS else None
-    elif isinstance(value, str) and fix.allowed and _COPIED_ID.match(value.strip()):
-        number = int(_COPIED_ID.match(value.strip()).group(1))
+    elif isinstance(value, str) and fix.allowed and _COPIED_ID.fullmatch(value.strip()):
+        number = int(_COPIED_ID.fullmatch(value.strip()).group(1))
         fix.used = True
     if number is None:
         raise _invalid(spec, f"{arg} must be an integer id, got {_show(value)}")
@@ -297,7 +341,7 @@ def _coerce_str(spec: ToolSpec, arg: str, value: Any, max_query_chars: int) -> s
         value = str(value)
     if not isinstance(value, str):
         raise _invalid(spec, f"{arg} must be a string, got {_show(value)}")
-    value = value.strip()
+    value = _LONE_SURROGATE.sub("\ufffd", value).strip()
     if not value:
         raise _invalid(spec, f"{arg} must not be empty")
     if arg == "query" and len(value) > max_query_chars:

@@ -8,6 +8,7 @@ that, and both are handled here.
   many lines. ``locked(folder)`` holds an exclusive ``flock`` on ``folder/.lock`` for as long
   as an evaluation writes there; a second one is refused at once, naming the holder. The
   kernel drops the lock when its process dies, so a ``kill -9`` never leaves a stale lock.
+  ``hold_lock`` is that lock for any folder (a training run's too: grasp/train/run_folder.py).
 - An episode may have several lines: a generation error (the backend failed: HTTP 5xx, no
   server, out of memory) is not an answer, so a resumed run rolls that episode out again and
   appends its new line; and a file may hold a repeated line (copied, concatenated, or written
@@ -26,7 +27,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,18 @@ from grasp.types import Question, StopReason
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
-"""Held (``flock``) by the evaluation writing the folder; it names its holder."""
+"""Held (``flock``) by the process writing the folder (an evaluation, a training run); it
+names its holder."""
 
 
-class EvaluationLockedError(RuntimeError):
+class FolderLockedError(RuntimeError, BlockingIOError):
+    """Another process holds a folder's lock (``hold_lock``); the message names it.
+
+    A BlockingIOError, as ``flock``'s own refusal is: a path another process holds, which the
+    entry points end in one line (grasp/startup.py)."""
+
+
+class EvaluationLockedError(FolderLockedError):
     """Another process is writing the evaluation folder."""
 
 
@@ -52,18 +61,50 @@ def locked(folder: Path) -> Iterator[None]:
     machines.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCK_FILE
-    handle = path.open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "a process that has not named itself yet"
-        handle.close()
-        raise EvaluationLockedError(
+
+    def refusal(holder: str, path: Path) -> FolderLockedError:
+        return EvaluationLockedError(
             f"{folder} is being written by another evaluation ({holder}; lock {path}): "
             "wait for it to finish, or choose another out="
-        ) from None
+        )
+
+    with hold_lock(folder / LOCK_FILE, refusal):
+        yield
+
+
+_LOCK_ATTEMPTS = 8
+"""Tries at a lock file that its last holder removes as we open it (``hold_lock(remove=True)``)."""
+
+
+@contextmanager
+def hold_lock(
+    path: Path,
+    refusal: Callable[[str, Path], FolderLockedError],
+    remove: bool = False,
+) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if absent) for the block, naming this
+    process in it; ``refusal(holder, path)`` is raised at once when another process holds it
+    (``holder``: what that process wrote there).
+
+    The kernel drops the lock of a process that dies, so the file a killed holder leaves
+    blocks nothing: the next process locks it and writes its own name. With ``remove``, the
+    file is deleted as the lock is let go, so a folder keeps no trace of it; a process that
+    opened the file just before then finds it unlinked after locking it, and locks the one at
+    ``path`` instead."""
+    for _ in range(_LOCK_ATTEMPTS):
+        handle = path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process that has not named itself yet"
+            handle.close()
+            raise refusal(holder, path) from None
+        if _is_at(handle.fileno(), path):
+            break
+        handle.close()  # removed by its last holder as it let go: lock the file there now
+    else:
+        raise refusal("processes that keep taking and removing it", path)
     handle.seek(0)
     handle.truncate()
     since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -72,7 +113,19 @@ def locked(folder: Path) -> Iterator[None]:
     try:
         yield
     finally:
+        if remove:
+            path.unlink(missing_ok=True)  # before the lock goes: see the docstring
         handle.close()  # closing the descriptor releases the lock
+
+
+def _is_at(descriptor: int, path: Path) -> bool:
+    """True when the open file ``descriptor`` is the file at ``path`` (not one removed)."""
+    try:
+        linked = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(descriptor)
+    return (opened.st_dev, opened.st_ino) == (linked.st_dev, linked.st_ino)
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -13,7 +13,8 @@ the training reward and each of its terms, EM, F1, recall, read recall, the shar
 that answer, reads that ran and reads refused per episode, parse errors per turn and context
 tokens per episode. The questions are the same at every step, so any two steps compare
 question by question (``python scripts/compare.py a=<run>/dev_curve/step_000150
-b=<run>/dev_curve/step_000000``). Dev questions that are also training questions are refused.
+b=<run>/dev_curve/step_000000``). Dev questions that are also training questions (the same id,
+or the same text up to case, punctuation and whitespace) are refused.
 A resumed run evaluates only the steps not yet in ``dev_curve/``.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,16 +57,25 @@ class DevSet:
     env: RetrievalEnvironment
 
 
+def question_text(text: str) -> str:
+    """A question's text as the overlap check compares it: case-folded, each punctuation mark
+    a space, whitespace runs one space. A copy that differs by a doubled space, a question
+    mark or its case is the same question under another id."""
+    spaced = "".join(" " if unicodedata.category(c).startswith("P") else c for c in text.casefold())
+    return " ".join(spaced.split())
+
+
 def dev_questions(
     settings: DevCurveSettings, training: Sequence[Question]
 ) -> dict[str, tuple[list[Question], list[Question]]]:
     """Each dataset's (curve questions, whole dev set: the pool of its index).
 
     Raises:
-        ValueError: a curve question is also a training question (named).
+        ValueError: a curve question is also a training question (named): the same id, or the
+            same text (``question_text``).
     """
     train_ids = {q.question_id for q in training}
-    train_texts = {q.question.strip().lower() for q in training}
+    train_texts = {question_text(q.question) for q in training}
     chosen = {}
     for dataset in settings.datasets:
         dev = load_questions(dataset, DataSource.NORMALIZED, split="dev")
@@ -72,7 +83,7 @@ def dev_questions(
         mixed = [
             q.question_id
             for q in sample
-            if q.question_id in train_ids or q.question.strip().lower() in train_texts
+            if q.question_id in train_ids or question_text(q.question) in train_texts
         ]
         if mixed:
             raise ValueError(

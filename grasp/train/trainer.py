@@ -1,7 +1,8 @@
 """A GRPO training run: data, index, environment, TRL's GRPOTrainer fed by our rollout engine.
 
-The flow of one run (``run_training``):
-validate the config (against the run directory's config.json and trained steps, if any) ->
+The flow of one run (``run_training``, under the run folder's lock):
+validate the config (against the run directory's config.json and trained steps, if any; a
+finished run stops here, with nothing to do) ->
 questions (train / eval) -> pooled index -> environment -> policy model -> config.json, the
 run directory's first file -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout,
 one reward function per term; grasp/train/trl_bridge.py) -> train (resuming from the run's
@@ -18,6 +19,7 @@ import json
 import logging
 import random
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -57,12 +59,15 @@ from grasp.train.process import RunProcess, SingleProcess, run_process, timed_ba
 from grasp.train.rollout_stats import ROLLOUTS_DIR
 from grasp.train.run_folder import (
     AFTER_STEP_FILE,
+    RESULTS_FILE,
+    check_finished,
     check_same_run,
     check_trained_steps,
     evaluation_fingerprint,
     folder_fingerprint,
     latest_checkpoint,
     load_final_weights,
+    run_lock,
     set_aside_stale_eval,
 )
 from grasp.train.trl_bridge import (
@@ -254,16 +259,29 @@ def build_training(config: TrainConfig, process: RunProcess | None = None) -> Tr
 def run_training(
     config: TrainConfig, resolved: dict[str, Any], process: RunProcess | None = None
 ) -> dict[str, Any]:
-    """Run (or resume) the training described by ``config`` in ``config.run_dir``.
+    """Run (or resume) the training described by ``config`` in ``config.run_dir``; a finished
+    run's results.json as it stands when there is nothing to do.
 
     Every process of a launch runs this; only ``process.is_main_process`` (accelerate's
     ``PartialState`` by default) writes the run directory, the others waiting for it at each
     write (grasp/train/process.py). The others return what the main process wrote in
-    results.json."""
+    results.json. The main process holds the run folder's lock throughout (``run_lock``): a
+    second command on the folder is refused at once."""
     process = process or run_process(cpu=config.model.device == "cpu")
+    lock = run_lock(Path(config.run_dir)) if process.is_main_process else nullcontext()
+    with lock:
+        return _run_training(config, resolved, process)
+
+
+def _run_training(
+    config: TrainConfig, resolved: dict[str, Any], process: RunProcess
+) -> dict[str, Any]:
+    """``run_training``'s work, under the run folder's lock."""
     main = process.is_main_process
     run_dir = Path(config.run_dir)
     setup = start_run(config, resolved, process)
+    if setup is None:  # finished: nothing to do, nothing written (check_finished)
+        return json.loads((run_dir / RESULTS_FILE).read_text())
     log.info("precision: %s", precision(config.grpo, setup.loaded.model))
     fingerprint = evaluation_fingerprint(resolved)
     warm = None
@@ -323,9 +341,12 @@ def run_training(
     return results
 
 
-def start_run(config: TrainConfig, resolved: dict[str, Any], process: RunProcess) -> TrainingSetup:
+def start_run(
+    config: TrainConfig, resolved: dict[str, Any], process: RunProcess
+) -> TrainingSetup | None:
     """Check ``config`` against the run folder and build what the run needs, then (the main
-    process) write its config.json: the run folder's first file.
+    process) write its config.json: the run folder's first file. None for a finished run:
+    nothing to build, nothing to write (``check_finished``).
 
     Nothing is written there before every check has passed, those that need the data, the
     index and the model included: a refused configuration would otherwise leave a
@@ -336,6 +357,8 @@ def start_run(config: TrainConfig, resolved: dict[str, Any], process: RunProcess
     # Every process checks before the main one writes (build_training waits for them all).
     check_same_run(run_dir / "config.json", resolved)
     check_trained_steps(run_dir, config.grpo.max_steps)
+    if check_finished(run_dir, config.grpo.max_steps):
+        return None
     process.wait_for_everyone()
     setup = build_training(config, process)
     if process.is_main_process:

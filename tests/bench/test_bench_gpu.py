@@ -146,3 +146,108 @@ def test_the_carry_folder_holds_the_tokenizers_the_training_part_loads(tmp_path)
     assert minilm("a b").input_ids[0] == minilm.cls_token_id
     total = sum(f.stat().st_size for f in (tmp_path / "carry").rglob("*") if f.is_file())
     assert total < 5 * 2**20
+
+
+PHASE_STUB = """
+import json, os, subprocess, sys, time
+from grasp.bench import gpu_driver
+
+gpu_driver.end_descendants_on_termination()  # what every phase's process does first
+part = sys.argv[sys.argv.index("--part") + 1]
+# A child in a session of its own, as a training phase's scripts/train.py is.
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+json.dump({"by_batch": {"1": {"seconds": 0.5}}}, open(part, "w"))
+open(os.environ["STUB_PIDS"], "w").write(f"{os.getpid()} {child.pid}")
+time.sleep(120)
+"""
+
+DRIVER = """
+import sys
+from pathlib import Path
+from grasp.bench import gpu_driver
+
+gpu_driver.SCRIPT = Path(sys.argv[1])
+sys.exit(gpu_driver.main(["--dry-run", "--phases", "rollout_hf,dense_search", "--out", sys.argv[2]]))
+"""
+
+
+def _start_driver(tmp_path):
+    """scripts/gpu_check.py's driver with a stub phase that measured something and waits, its
+    own child in another session; (driver, phase pid, phase's child pid, JSON path)."""
+    import subprocess
+
+    from grasp.paths import REPO_ROOT
+
+    stub, out, pids = tmp_path / "phase.py", tmp_path / "check.json", tmp_path / "pids"
+    stub.write_text(PHASE_STUB)
+    env = {**os.environ, "STUB_PIDS": str(pids), "PYTHONPATH": str(REPO_ROOT)}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(stub), str(out)], cwd=REPO_ROOT, env=env
+    )
+    deadline = time.monotonic() + 120
+    while not (pids.is_file() and len(pids.read_text().split()) == 2):
+        assert driver.poll() is None and time.monotonic() < deadline, "the phase never started"
+        time.sleep(0.1)
+    phase, child = map(int, pids.read_text().split())
+    return driver, phase, child, out
+
+
+def _ended(*pids: int, wait_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize(("signum", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stopped_check_ends_its_phase_and_the_phases_children_and_leaves_valid_json(
+    tmp_path, signum, code
+):
+    """Issue 48 (minor): killed, the check left its phase and the phase's train.py running;
+    interrupted with Ctrl-C in phase 1, it left no JSON at all."""
+    import signal
+
+    driver, phase, child, out = _start_driver(tmp_path)
+    driver.send_signal(getattr(signal, signum))
+    assert driver.wait(timeout=60) == code
+    assert _ended(phase, child), "the phase and its child in another session were ended"
+    report = json.loads(out.read_text())
+    assert report["stopped"] == signum
+    stopped = report["rollout_hf"]
+    assert stopped["by_batch"] == {"1": {"seconds": 0.5}}  # what it measured is kept
+    assert stopped["error"] == f"stopped by {signum} during this phase (what it measured is kept)"
+    assert report["dense_search"] == {} and list(report["phase_seconds"]) == ["rollout_hf"]
+
+
+def test_a_check_killed_outright_leaves_no_phase_running_and_its_json_readable(tmp_path):
+    """SIGKILL cannot be handled: the phase's process learns of it (its parent-death signal)
+    and ends what it started; the JSON written before the first phase stays valid."""
+    import signal
+
+    driver, phase, child, out = _start_driver(tmp_path)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=60)
+    assert _ended(phase, child), "the phase and its child in another session were ended"
+    report = json.loads(out.read_text())
+    assert report["environment"]["dry_run"] and report["rollout_hf"] == {}
+
+
+def test_a_phase_that_leaves_a_child_in_its_session_has_it_ended(tmp_path):
+    part, pid_file = tmp_path / "p.part.json", tmp_path / "child.pid"
+    leaves = (
+        "import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(child.pid))"
+    )
+    result = gpu_driver.run_capped([sys.executable, "-c", leaves, str(pid_file)], part, cap=30.0)
+    assert "error" not in result
+    assert _ended(int(pid_file.read_text())), "no process of the phase outlives it"
+
+
+def test_no_phase_at_all_still_writes_the_json(tmp_path, capsys):
+    """Issue 48 (minor): ``--phases ""`` printed the JSON but wrote no --out file."""
+    out = tmp_path / "check.json"
+    assert gpu_driver.main(["--dry-run", "--phases", "", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["phase_seconds"] == {} and report["stopped"] is None
+    assert report["environment"]["dry_run"] is True
+    assert json.loads(capsys.readouterr().out) == report

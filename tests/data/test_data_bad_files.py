@@ -135,3 +135,22 @@ def test_a_directory_is_reported_as_a_directory(tmp_path: Path) -> None:
         load_raw(tmp_path, DatasetName.MUSIQUE)
     with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         load_questions(DatasetName.HOTPOTQA, path=tmp_path)
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_a_data_file_without_questions_is_named_as_empty(text: str, tmp_path: Path) -> None:
+    """Issue 48 (minor): an empty dataset file ended, after the index, in "env.top_k=5 exceeds
+    the sentences in the corpus (0)"."""
+    path = tmp_path / "dev.jsonl"
+    path.write_text(text, encoding="utf-8")
+    message = f"^{path}: holds no questions \\(the file is empty\\)$"
+    with pytest.raises(DataFormatError, match=message):
+        load_normalized(path)
+    with pytest.raises(DataFormatError, match=message):
+        load_questions(DatasetName.HOTPOTQA, path=path)
+    with pytest.raises(DataFormatError, match=message):
+        load_raw(path, DatasetName.MUSIQUE)
+    official = tmp_path / "hotpot.json"
+    official.write_text("[]\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match=f"^{official}: holds no questions"):
+        load_raw(official, DatasetName.HOTPOTQA)

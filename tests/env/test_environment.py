@@ -291,3 +291,26 @@ def test_demonstration_calls_only_the_episode_tools_and_every_call_parses(tools)
 def test_demonstration_needs_a_search_tool():
     with pytest.raises(ValueError, match="search tool"):
         demonstration(["read_paragraph", "answer"], turn_budget=3)
+
+
+HALF_EMOJI = '<tool_call>\n{{"name": "{name}", "arguments": {{"query": "Marie Curie \\ud83d"}}}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("name", ["semantic_search", "keyword_search"])
+def test_half_an_emoji_in_one_query_costs_no_episode_of_the_batch(env, tiny_questions, name):
+    """Issue 48 item 4: ``"Marie Curie \\ud83d"`` in one of three episodes raised TypeError in
+    the encoder's tokenizer and lost the whole batch. Now its query searches as
+    "Marie Curie \\ufffd" (what the search shows), and the other two episodes run as if alone."""
+    episodes = [env.reset(question) for question in tiny_questions[:3]]
+    texts = [
+        call("semantic_search", query="capital of Poland"),
+        HALF_EMOJI.format(name=name),
+        call("keyword_search", query="Hillary"),
+    ]
+    observations = env.step(episodes, texts)
+    assert observations[1].startswith(f'{name}("Marie Curie \ufffd"):\n')
+    assert not any(turn.error for episode in episodes for turn in episode.turns)
+    alone = [env.reset(question) for question in tiny_questions[:3]]
+    assert env.step([alone[0]], texts[:1]) == observations[:1]
+    assert env.step([alone[2]], texts[2:]) == observations[2:]
+    observations[1].encode("utf-8")  # writable to a trajectory file

@@ -218,3 +218,34 @@ def test_the_heuristic_plan_reads_by_handle_and_every_read_runs(tiny_index, tiny
         read = [t.read["paragraph_id"] for t in reads]
         assert len(set(read)) == len(read)  # a paragraph already read is not read again
         assert set(trajectory.read_paragraph_ids) == set(read)
+
+
+@pytest.mark.parametrize("value", ["1.9", "2 or 1", "1, 2", "3rd", "[1] or [2]", "s12 and s13"])
+def test_a_handle_or_id_that_is_not_one_integer_is_refused_even_with_repair(value):
+    """Issue 48 (minor): repair read "1.9" as hit 1 and "2 or 1" as hit 2, while the number 1.5
+    was refused. A label copied whole is repaired; anything else that is not one integer is
+    refused, as 1.5 is."""
+    for specs, argument in ((HANDLE_SPECS, "hit"), (SPECS, "sentence_id")):
+        turn = parse_turn(tool_call_text("read_paragraph", **{argument: value}), specs, repair=True)
+        assert turn.call is None and not turn.repaired
+        assert turn.error.kind is ParseErrorKind.INVALID_ARGUMENT
+        assert f"{argument} must be an integer id, got {json.dumps(value)}" in turn.error.message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("[3]", 3), (" [ 3 ] ", 3), ("s12", 12), ("[s15476 p4251]", 15476), ('[p19 "Alien"]', 19)],
+)
+def test_a_label_copied_whole_still_reads_as_its_id(value, expected):
+    turn = parse_turn(tool_call_text("read_paragraph", sentence_id=value), SPECS, repair=True)
+    assert turn.call.arguments == {"sentence_id": expected} and turn.repaired
+
+
+def test_a_repair_that_yields_no_valid_call_is_recorded_as_malformed_json():
+    """Issue 48 (minor): json-repair reads ``{name: semantic_search query: foo}`` as the tool
+    name "semantic_search query: foo"; the call is malformed JSON, not an unknown tool."""
+    text = "<tool_call>\n{name: semantic_search query: foo}\n</tool_call>"
+    strict = parse_turn(text, SPECS)
+    repaired = parse_turn(text, SPECS, repair=True)
+    assert strict.error.kind is ParseErrorKind.MALFORMED_JSON
+    assert repaired == strict and not repaired.repaired

@@ -381,3 +381,31 @@ def test_echoed_names_and_values_escape_control_and_bidirectional_characters():
     assert 'paragraph_id must be an integer id, got "1\\u202e2\\x85".' in value
     printable = parse_turn(call("read_paragraph", paragraph_id="Zoë 東京"), GRASP).error.message
     assert 'got "Zoë 東京".' in printable
+
+
+@pytest.mark.parametrize("repair", [False, True])
+def test_a_closing_tag_inside_a_string_is_part_of_the_string(repair):
+    """Issue 48 (minor): ``{"answer": "x </tool_call> y"}`` was cut at the tag in the string,
+    and repair made the answer "x"."""
+    text = call("answer", answer="x </tool_call> y") + " trailing words"
+    turn = parse_turn(text, GRASP, repair=repair)
+    assert turn.call == ToolCall(name="answer", arguments={"answer": "x </tool_call> y"})
+    assert not turn.repaired
+    unclosed = '<tool_call>\n{"name": "answer", "arguments": {"answer": "x </tool_call> y"}}'
+    assert parse_turn(unclosed, GRASP, repair=repair).error.kind is K.UNCLOSED_TOOL_CALL
+
+
+@pytest.mark.parametrize("name", ["semantic_search", "keyword_search", "answer"])
+def test_a_lone_surrogate_escape_becomes_a_replacement_character(name):
+    """Issue 48 item 4: half an emoji's escape (``\\ud83d``) decodes to a lone surrogate, which
+    no encoder takes and no UTF-8 file can hold; every string argument gets U+FFFD in its
+    place, and the halves of a whole pair still make the emoji."""
+    argument = "answer" if name == "answer" else "query"
+    text = wrap(f'{{"name": "{name}", "arguments": {{"{argument}": "Marie Curie \\ud83d"}}}}')
+    turn = parse_turn(text, GRASP)
+    assert turn.call.arguments == {argument: "Marie Curie \ufffd"}
+    turn.call.arguments[argument].encode("utf-8")  # raises on a lone surrogate
+    pair = wrap(f'{{"name": "{name}", "arguments": {{"{argument}": "Curie \\ud83d\\ude00"}}}}')
+    assert parse_turn(pair, GRASP).call.arguments == {argument: "Curie \U0001f600"}
+    low_first = wrap(f'{{"name": "{name}", "arguments": {{"{argument}": "\\ude00\\ud83d x"}}}}')
+    assert parse_turn(low_first, GRASP).call.arguments == {argument: "\ufffd\ufffd x"}

@@ -4,6 +4,7 @@ evaluated step, one line per step rebuilt from the step folders, exact per-episo
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -82,6 +83,37 @@ def test_a_dev_question_that_is_also_a_training_question_is_refused():
     held_out, _ = dev_questions(settings, training=[])["musique"]
     with pytest.raises(ValueError, match=r"dev_curve: 1 musique dev questions are also training"):
         dev_questions(settings, training=[held_out[1]])
+
+
+def _edit(text: str, how: str) -> str:
+    words = text.split(" ")
+    if how == "doubled_space":
+        return " ".join(words[:2]) + "  " + " ".join(words[2:])
+    if how == "punctuation":
+        return text.rstrip("?") + " ?!"
+    return "\t" + text.upper().replace(" ", "\n", 1)  # case and whitespace kinds
+
+
+@pytest.mark.parametrize("how", ["doubled_space", "punctuation", "case_and_whitespace"])
+def test_a_near_copy_of_a_dev_question_under_a_new_id_is_refused(how):
+    """Issue 48 (minor): a dev question copied into training with a new id and one doubled
+    space was trained on (ids and lower-cased text were compared)."""
+    import dataclasses
+
+    settings = DevCurveSettings(every=25, questions_per_dataset=3, datasets=["musique"])
+    held_out, _ = dev_questions(settings, training=[])["musique"]
+    copy = dataclasses.replace(
+        held_out[2], question_id="copied-1", question=_edit(held_out[2].question, how)
+    )
+    assert copy.question.strip().lower() != held_out[2].question.strip().lower()
+    message = (
+        f"dev_curve: 1 musique dev questions are also training questions (e.g. "
+        f"{held_out[2].question_id})"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dev_questions(settings, training=[copy])
+    other = dataclasses.replace(copy, question=held_out[2].question + " Which one?")
+    assert dev_questions(settings, training=[other])["musique"][0] == held_out
 
 
 @pytest.mark.parametrize(

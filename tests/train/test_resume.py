@@ -397,7 +397,7 @@ def test_a_moved_run_continues_in_its_new_folder(tmp_path, tiny_model_dir, tiny_
     for folder in ("eval_before", "eval_after"):
         recorded = json.loads((moved / folder / "config.json").read_text())
         (moved / folder / "config.json").write_text(json.dumps({**recorded, "run_dir": str(first)}))
-    train(moved, 1)  # finished: trains nothing, evaluates "after" again in its folder
+    train(moved, 1)  # finished: nothing to do, wherever the folder now is
     assert (moved / "eval_after" / "model_step.txt").read_text() == "1\n"
     train(moved, 2)
     lines = (moved / "metrics.jsonl").read_text().splitlines()
