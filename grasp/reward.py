@@ -12,6 +12,12 @@
 - R_N: -1 for an episode that ended without an answer, else 0. Not in the paper:
   no_answer_penalty = 0 by default; a labelled scaffold for runs that pay R_R and R_S
   whether or not the episode answers, so that not answering still costs.
+- R_G: the share of the gold paragraphs the episode's searches surfaced (D_s and D_k): each
+  search is paid for the gold paragraphs it adds to the earlier ones' (the per-step
+  information gain of StepSearch, summed over the episode), so a second hop on a new query
+  can pay and a repeated query cannot. Not in the paper: search_gain = 0 by default.
+- R_C: minus the searches that ran beyond ``free_searches``: the price of the context a
+  search adds, so that hopping is a choice. Not in the paper: search_cost = 0 by default.
 
 Each term is declared once, in ``REWARD_TERMS`` (its name, the ``RewardConfig`` field that
 weighs it, how it is computed, its doc); the breakdown's serialization, TRL's reward
@@ -62,6 +68,14 @@ class RewardConfig:
     """Weight of R_N, -1 for an episode that ended without an answer. Not in the paper (0 by
     default): with R_R and R_S paid whether or not the episode answers, it keeps not
     answering a cost, without making every read one (as ``retrieval_needs_answer`` did)."""
+    search_gain: float = 0.0
+    """Weight of R_G, the share of gold paragraphs the searches surfaced (each search paid
+    for the gold it adds). Not in the paper (0 by default)."""
+    search_cost: float = 0.0
+    """Weight of R_C, minus each search beyond ``free_searches``. Not in the paper (0 by
+    default)."""
+    free_searches: float = 2.0
+    """Searches R_C does not charge (a whole number)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.retrieval_needs_answer, bool):
@@ -80,6 +94,10 @@ class RewardConfig:
                 raise ValueError(f"RewardConfig.{f.name} must be finite, got {value!r}")
             if f.name != "efficiency_answer_threshold" and value < 0:
                 raise ValueError(f"RewardConfig.{f.name} must be >= 0, got {value!r}")
+            if f.name == "free_searches" and value != int(value):
+                raise ValueError(
+                    f"RewardConfig.free_searches must be a whole number, got {value!r}"
+                )
             # Store floats so logged configs and arithmetic never see ints.
             object.__setattr__(self, f.name, float(value))
 
@@ -131,6 +149,20 @@ def _r_no_answer(s: Scored, config: RewardConfig) -> float:
     return 0.0 if s.answered else -1.0
 
 
+def _r_search_gain(s: Scored, config: RewardConfig) -> float:
+    if config.retrieval_needs_answer and not s.answered:
+        return 0.0
+    gold = s.evidence.gold_paragraph_ids
+    if not gold:
+        return 0.0
+    found = s.evidence.paragraph_ids(SEMANTIC_EVIDENCE) | s.evidence.paragraph_ids(KEYWORD_EVIDENCE)
+    return len(found & gold) / len(gold)
+
+
+def _r_search_cost(s: Scored, config: RewardConfig) -> float:
+    return -max(0.0, s.evidence.searches - config.free_searches)
+
+
 @dataclass(frozen=True)
 class RewardTerm:
     """One term of R."""
@@ -157,6 +189,8 @@ REWARD_TERMS: tuple[RewardTerm, ...] = (
     RewardTerm("R_E", "gamma", _r_efficiency, "unused share of T, when the answer is good"),
     RewardTerm("R_F", "delta", _r_format, "share of turns that were valid calls (scaffold)"),
     RewardTerm("R_N", "no_answer_penalty", _r_no_answer, "-1 without an answer (scaffold)", True),
+    RewardTerm("R_G", "search_gain", _r_search_gain, "share of gold the searches found", True),
+    RewardTerm("R_C", "search_cost", _r_search_cost, "-1 per search beyond the free ones", True),
 )
 """Every term of R, in the order of the logs, TRL's reward functions and the tables."""
 TERM_NAMES = tuple(term.name for term in REWARD_TERMS)

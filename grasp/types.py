@@ -261,6 +261,8 @@ class EpisodeEvidence:
     turn_budget: int
     invalid_turns: int = 0
     """Turns whose text was not a runnable tool call (parse errors and refused calls)."""
+    searches: int = 0
+    """Searches that ran: valid turns that showed hits."""
 
     def paragraph_ids(self, kind: str) -> frozenset[int]:
         """The paragraphs recorded under evidence ``kind`` (empty when none were)."""

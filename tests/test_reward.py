@@ -32,6 +32,7 @@ def make_evidence(
     read: Iterable[int] = (),
     turns_used: int = 2,
     turn_budget: int = 4,
+    searches: int = 0,
 ) -> EpisodeEvidence:
     return EpisodeEvidence(
         answer=answer,
@@ -44,6 +45,7 @@ def make_evidence(
         },
         turns_used=turns_used,
         turn_budget=turn_budget,
+        searches=searches,
     )
 
 
@@ -324,6 +326,8 @@ def test_as_dict_keys_and_values() -> None:
             "reward/R_E": 0.5,
             "reward/R_F": 1.0,
             "reward/R_N": 0.0,
+            "reward/R_G": 1.0,
+            "reward/R_C": 0.0,
             "reward/total": 1.925,
             "answer/em": 1.0,
             "answer/f1": 1.0,
@@ -353,12 +357,23 @@ def test_the_no_answer_penalty_costs_only_episodes_without_an_answer(
 
 
 def test_the_total_is_each_declared_term_times_its_configured_weight():
-    config = RewardConfig(alpha=0.5, beta=0.25, gamma=0.125, delta=0.0625, no_answer_penalty=2.0)
-    for evidence in (FULL, dataclasses.replace(FULL, answer=None, turns_used=3)):
+    config = RewardConfig(
+        alpha=0.5,
+        beta=0.25,
+        gamma=0.125,
+        delta=0.0625,
+        no_answer_penalty=2.0,
+        search_gain=0.375,
+        search_cost=0.03125,
+    )
+    searched = dataclasses.replace(FULL, answer=None, turns_used=4, searches=3)
+    for evidence in (FULL, searched):
         reward = compute_reward(evidence, config)
         weighted = sum(term.weight_of(config) * reward[term.name] for term in REWARD_TERMS)
         assert reward.total == weighted
-        assert list(reward.terms) == list(TERM_NAMES) == ["R_A", "R_R", "R_S", "R_E", "R_F", "R_N"]
+        assert list(reward.terms) == list(TERM_NAMES)
+        assert list(TERM_NAMES) == ["R_A", "R_R", "R_S", "R_E", "R_F", "R_N", "R_G", "R_C"]
+    assert compute_reward(searched, config)["R_C"] == -1.0
 
 
 def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkeypatch):
@@ -381,7 +396,7 @@ def test_a_term_added_to_the_table_is_computed_weighted_logged_and_stored(monkey
     assert reward.as_dict()["reward/R_B"] == 1.0
     assert reward_module.RewardBreakdown.from_dict(reward.as_dict(sparse=True)) == reward
     functions = reward_functions()
-    assert [f.__name__ for f in functions][-2:] == ["R_N", "R_B"]
+    assert [f.__name__ for f in functions][-2:] == ["R_C", "R_B"]
     assert functions[-1]([None], [None], grasp_reward=[reward]) == [1.0]
     assert reward_weights(config)[-2:] == [0.0, 0.15]
 
@@ -426,6 +441,8 @@ def test_as_dict_prefix() -> None:
         "val/reward/R_E",
         "val/reward/R_F",
         "val/reward/R_N",
+        "val/reward/R_G",
+        "val/reward/R_C",
         "val/reward/total",
         "answer/em",
         "answer/f1",
@@ -470,3 +487,40 @@ def test_reward_terms_stay_in_range(
     assert 0.0 <= b.total <= 1.0 + 0.7 + 0.15 + 0.15
     if b["R_A"] <= 0.5:
         assert b["R_E"] == 0.0
+
+
+# Columns: semantic hits, keyword hits, searches that ran, R_G, R_C (gold 1 and 2, two free).
+SEARCH_GAIN_TABLE = [
+    pytest.param((1, 7), (2, 8), 2, 1.0, 0.0, id="both-gold-two-searches"),
+    pytest.param((1, 7), (1, 8), 2, 0.5, 0.0, id="the-second-search-adds-nothing"),
+    pytest.param((1, 7), (1, 8), 3, 0.5, -1.0, id="a-repeated-query-costs-and-adds-nothing"),
+    pytest.param((1, 7, 2), (1, 8), 3, 1.0, -1.0, id="a-hop-that-finds-the-second-gold"),
+    pytest.param((7,), (8,), 5, 0.0, -3.0, id="no-gold-five-searches"),
+    pytest.param((), (), 0, 0.0, 0.0, id="no-search"),
+]
+
+
+@pytest.mark.parametrize(("semantic", "keyword", "searches", "r_g", "r_c"), SEARCH_GAIN_TABLE)
+def test_search_gain_pays_new_gold_and_search_cost_prices_searches(
+    semantic, keyword, searches, r_g, r_c
+):
+    config = RewardConfig(search_gain=0.5, search_cost=0.05, beta=0.0)
+    evidence = make_evidence(semantic=semantic, keyword=keyword, searches=searches)
+    got = compute_reward(evidence, config)
+    assert (got["R_G"], got["R_C"]) == (r_g, r_c)
+    others = sum(term.weight_of(config) * got[term.name] for term in REWARD_TERMS)
+    assert got.total == pytest.approx(others)
+    assert got.total - compute_reward(evidence, RewardConfig(beta=0.0)).total == pytest.approx(
+        0.5 * r_g + 0.05 * r_c
+    )
+
+
+def test_search_gain_follows_retrieval_needs_answer_and_free_searches():
+    unanswered = make_evidence(answer=None, semantic=(1,), keyword=(2,), searches=4)
+    gated = RewardConfig(search_gain=1.0, search_cost=1.0, retrieval_needs_answer=True)
+    assert compute_reward(unanswered, gated)["R_G"] == 0.0
+    assert compute_reward(unanswered, gated)["R_C"] == -2.0, "searches cost with or without"
+    free = RewardConfig(search_cost=1.0, free_searches=4)
+    assert compute_reward(unanswered, free)["R_C"] == 0.0
+    with pytest.raises(ValueError, match="free_searches must be a whole number"):
+        RewardConfig(free_searches=2.5)

@@ -29,6 +29,7 @@ from grasp.bench.report import machine
 from grasp.structured import to_dataclass
 from grasp.train.step_profile import DETAILS, PARTS, StepProfiler, mean_timing
 from grasp.train.trainer import build_training, make_grpo_trainer, warm_start_context
+from grasp.train.trl_bridge import GRPOTrainerView
 from grasp.train.warm_start import ADAPTER_DIR, DONE_MARKER, warm_start
 
 ARM_MARKER = ".bench_train_step"
@@ -196,7 +197,7 @@ def run_arm(
     return result
 
 
-def record_first_rollout(trainer: Any, path: Path) -> None:
+def record_first_rollout(trainer: GRPOTrainerView, path: Path) -> None:
     """Save what the trainer's first rollout returns (for the fixed step to replay)."""
     import torch
 

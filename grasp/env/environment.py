@@ -55,6 +55,17 @@ class HitLabels(StrEnum):
     trajectory keeps each hit's sentence and paragraph ids and each read's f(s)."""
 
 
+class QuestionQuotes(StrEnum):
+    """How the question's double quotes are shown in the first user message."""
+
+    AS_WRITTEN = "as_written"
+    """As the dataset writes them (every committed run)."""
+    SINGLE = "single"
+    """As single quotes: a policy copies the question into a JSON string argument, where an
+    unescaped ``"`` ends the string (a small model then echoes ``"?"?"`` until the call never
+    closes). The question's words and the gold answers are unchanged."""
+
+
 class FinalMessagePolicy(StrEnum):
     ANSWER = "answer"
     """A turn without a tool call is taken as the final answer (stop reason no_tool_call)."""
@@ -99,6 +110,9 @@ class EnvConfig:
     repair_calls: bool = False
     """Repair a call whose JSON does not decode but whose intent is clear, and an id copied
     as its label; each repaired turn is marked (``TurnRecord.repaired``)."""
+    question_quotes: str = "as_written"
+    """How the question's double quotes are shown (a ``QuestionQuotes``): as_written, or
+    single (a policy copying the question into a query then writes valid JSON)."""
 
     def __post_init__(self) -> None:
         # Enum-valued fields are typed str for Hydra (which matches enums by member name);
@@ -108,6 +122,9 @@ class EnvConfig:
         self.scope = parse_enum(SearchScope, self.scope, "env.scope")
         self.final_message = parse_enum(FinalMessagePolicy, self.final_message, "env.final_message")
         self.hit_labels = parse_enum(HitLabels, self.hit_labels, "env.hit_labels")
+        self.question_quotes = parse_enum(
+            QuestionQuotes, self.question_quotes, "env.question_quotes"
+        )
         self._check()
 
     @property
@@ -154,6 +171,15 @@ class EnvConfig:
         # max_query_chars=0 would refuse every search; max_observation_chars<1 shows no text.
         for name in ("top_k", "turn_budget", "max_query_chars", "max_observation_chars"):
             check_range(f"env.{name}", getattr(self, name), low=1)
+
+
+def shown_question(text: str, quotes: QuestionQuotes) -> str:
+    """The question as the first user message shows it (``env.question_quotes``).
+
+    >>> shown_question('Who wrote "Lulu"?', QuestionQuotes.SINGLE)
+    "Who wrote 'Lulu'?"
+    """
+    return text.replace('"', "'") if quotes is QuestionQuotes.SINGLE else text
 
 
 def _one_of(names: Sequence[str]) -> str:
@@ -226,7 +252,10 @@ class RetrievalEnvironment:
         messages.append(
             {
                 "role": "user",
-                "content": observations.user_prompt(question.question, self.config.turn_budget),
+                "content": observations.user_prompt(
+                    shown_question(question.question, self.config.question_quotes),
+                    self.config.turn_budget,
+                ),
             }
         )
         return Episode(

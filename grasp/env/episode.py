@@ -106,6 +106,7 @@ def episode_evidence(
 
     A turn is invalid when it recorded an error (``error is not None``): a parse error or a
     refused call. Every turn costs one unit of the budget, so ``turns_used`` is their number.
+    A search that ran is a valid turn that showed hits (reads and answers show none).
     """
     return EpisodeEvidence(
         answer=answer,
@@ -115,6 +116,7 @@ def episode_evidence(
         turns_used=len(turns),
         turn_budget=turn_budget,
         invalid_turns=sum(1 for turn in turns if turn.error is not None),
+        searches=sum(1 for turn in turns if turn.error is None and turn.hits),
     )
 
 

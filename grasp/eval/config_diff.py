@@ -66,8 +66,22 @@ def predates(key: str, resolved: Mapping[str, Any]) -> bool:
         return env.get("hit_labels", "ids") == "ids"
     if key == "env.repair_calls":  # off: every call parsed strictly, as it was
         return not env.get("repair_calls")
+    reward = resolved.get("rollout", {}).get("reward", {})
     if key == "rollout.reward.no_answer_penalty":  # 0: no R_N, the reward as it was
-        return not resolved.get("rollout", {}).get("reward", {}).get("no_answer_penalty")
+        return not reward.get("no_answer_penalty")
+    if key in ("rollout.reward.search_gain", "rollout.reward.search_cost"):  # 0: as it was
+        return not reward.get(key.rsplit(".", 1)[1])
+    if key == "rollout.reward.free_searches":  # read by R_C only
+        return not reward.get("search_cost")
+    if key == "env.question_quotes":  # as written: the question's prompt as it was
+        return env.get("question_quotes", "as_written") == "as_written"
+    grpo = resolved.get("grpo", {})
+    if key in ("grpo.loss_logprobs", "grpo.logprob_chunk"):
+        return True  # how the loss is computed: no evaluation's trajectories depend on it
+    if key == "grpo.rollout_native_gqa":
+        return True  # the same attention numbers, computed without copying key/value heads
+    if key == "grpo.rollout_weights":  # adapters: the trained model unmerged, as it was
+        return grpo.get("rollout_weights", "adapters") == "adapters"
     return False
 
 

@@ -15,7 +15,8 @@ Per question, a metric is the mean over that question's episodes (one under gree
 evaluation), computed as the evaluation's own summary computes it (``metric_values``), so
 that each side's mean equals the table's on the same questions. The table pairs EM, F1 and
 recall (``PAIRED_METRICS``); any of ``COMPARABLE_METRICS`` (answer containment, read recall,
-reads that ran, the reward under the policy's own reward and each of its terms) pairs the
+reads that ran, answer in evidence, the reward under the policy's own reward and each of its
+terms) pairs the
 same way, as a run's dev learning curve compares two steps::
 
     compare_folders(run / "dev_curve/step_000050", run / "dev_curve/step_000000",
@@ -24,13 +25,14 @@ same way, as a run's dev learning curve compares two steps::
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.context import has_trajectories, read_trajectories
+from grasp.eval.context import answer_in_evidence, has_trajectories, read_trajectories
 from grasp.eval.results import Interval
 from grasp.eval.summary import metric_values
 from grasp.metrics import bootstrap_ci
@@ -44,7 +46,10 @@ SUMMARY_METRICS = (*PAIRED_METRICS, "containment", "read_recall", "reads_run_per
 """Per-episode metrics of the evaluation summary (``metric_values``) that every episode has."""
 REWARD_METRICS = ("reward/total", *(f"reward/{name}" for name in TERM_NAMES))
 """The reward each trajectory recorded (the policy's own reward) and each of its terms."""
-COMPARABLE_METRICS = (*SUMMARY_METRICS, *REWARD_METRICS)
+EVIDENCE_METRICS = ("answer_in_evidence",)
+"""Per-episode metrics of what the tools showed (grasp/eval/context.py); NaN where undefined
+(a yes/no question), and then left out of the pairing."""
+COMPARABLE_METRICS = (*SUMMARY_METRICS, *EVIDENCE_METRICS, *REWARD_METRICS)
 """Every metric ``paired_differences`` can pair."""
 
 
@@ -95,6 +100,7 @@ def question_values(
     """Each question's value of every metric of ``metrics``: the mean over its episodes."""
     check_metrics(metrics)
     values = metric_values(trajectories)
+    values["answer_in_evidence"] = [answer_in_evidence(t) for t in trajectories]
     for name in REWARD_METRICS:
         term = name.removeprefix("reward/")
         values[name] = [t.reward.total if term == "total" else t.reward[term] for t in trajectories]
@@ -117,7 +123,8 @@ def paired_differences(
     seed: int = 0,
     metrics: Sequence[str] = PAIRED_METRICS,
 ) -> dict[str, PairedDifference]:
-    """A minus B per metric of ``metrics``, over the questions both evaluated.
+    """A minus B per metric of ``metrics``, over the questions both evaluated (and, for a
+    metric undefined on some questions, NaN there, over those it is defined on).
 
     Raises:
         ValueError: if A and B have no question in common (there is nothing to pair).
@@ -129,6 +136,9 @@ def paired_differences(
     differences = {}
     for metric in metrics:
         pairs = [(values_a[k][metric], values_b[k][metric]) for k in common]
+        pairs = [(x, y) for x, y in pairs if not (math.isnan(x) or math.isnan(y))]
+        if not pairs:
+            raise ValueError(f"{metric} is undefined on every question the two share")
         interval = bootstrap_ci([x - y for x, y in pairs], seed=seed)
         differences[metric] = PairedDifference(
             metric=metric,

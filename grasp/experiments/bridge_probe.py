@@ -11,8 +11,10 @@ each candidate query (``QUERIES``):
 - ``bridge``: the warm start's own (``grasp.rollout.scripted.bridge_query``: the read
   paragraph's title and the question's content words the title does not name);
 - ``entity``: the first name the read paragraph mentions that neither the question nor the
-  paragraph's title contains (``named_entities``), the bridge entity of a two-hop question;
-- ``entity_words``: that name and the question's content words neither it nor the title names;
+  paragraph's title contains (``grasp.rollout.scripted.bridge_entity``), the bridge entity of
+  a two-hop question;
+- ``entity_words``: that name and the question's content words neither it nor the title names
+  (``grasp.rollout.scripted.entity_query``, the warm start's ``<search>:entity``);
 - ``question_words``: the question's content words alone (a control: the question reworded).
 
 ``deeper`` is the other control: the question's own hits k+1..2k, which cost the same number
@@ -23,7 +25,6 @@ writes its report as JSON).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,60 +34,29 @@ from grasp.data import sample_questions
 from grasp.data.config import read_questions
 from grasp.experiments.config import BridgeProbeConfig
 from grasp.paths import default_index_dir
-from grasp.rollout.scripted import bridge_query, content_words
+from grasp.rollout.scripted import (
+    bridge_entity,
+    bridge_query,
+    content_words,
+    entity_query,
+    named_entities,
+)
 from grasp.types import Hit, Question, Retriever
 
 QUERIES = ("bridge", "entity", "entity_words", "question_words")
 """The candidate queries of the next hop, in the report's order."""
 RETRIEVERS = (Retriever.BM25, Retriever.DENSE)
 """keyword_search and semantic_search."""
-_NAME = re.compile(r"[A-Z][\w'-]*(?:\s+(?:(?:of|the|de|du|la|van|von|der)\s+)*[A-Z][\w'-]*)*")
-_LEADING = frozenset(
-    "The A An He She It They His Her Its Their In On At This That These After Before During "
-    "When While From With By For As".split()
-)
-_NOT_NAMES = frozenset(
-    "January February March April May June July August September October November December "
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-)
-
-
-def named_entities(text: str, exclude: str = "", same_as: str = "") -> list[str]:
-    """The capitalised names ``text`` mentions, in order, once each: runs of capitalised words
-    (joined by of, the, de, van, von...), without a leading function word ("The Order" is
-    "Order"), no month or weekday, none whose words all occur in ``exclude`` (the question and
-    a title), and none holding every word of ``same_as`` ("Sir Edmund Hillary" names the
-    paragraph "Edmund Hillary" again)."""
-    known = set(re.findall(r"\w+", exclude.lower()))
-    itself = set(re.findall(r"\w+", re.sub(r"\(.*?\)", "", same_as).lower()))
-    names: list[str] = []
-    for match in _NAME.finditer(text):
-        words = match.group(0).split()
-        while words and words[0] in _LEADING:
-            words = words[1:]
-        if len(words) == 1 and words[0] in _NOT_NAMES:
-            continue
-        name = " ".join(words)
-        words_of_name = set(re.findall(r"\w+", name.lower()))
-        if not name or words_of_name <= known or name in names:
-            continue
-        if itself and itself <= words_of_name:
-            continue
-        names.append(name)
-    return names
 
 
 def next_hop_queries(question: str, hits: Sequence[Hit], read: Hit, read_text: str) -> dict:
     """Each candidate query of ``QUERIES`` after the first searches' ``hits``, having read the
     paragraph of hit ``read`` (its text ``read_text``)."""
     labelled = [(str(h.sentence_id), str(h.paragraph_id), h.title) for h in hits]
-    entities = named_entities(read_text, exclude=f"{question} {read.title}", same_as=read.title)
-    entity = entities[0] if entities else read.title
-    words = content_words(question, named=f"{read.title} {entity}")
     return {
         "bridge": bridge_query(question, labelled, {read.title}),
-        "entity": entity,
-        "entity_words": " ".join([entity, *words][:12]),
+        "entity": bridge_entity(question, read.title, read_text),
+        "entity_words": entity_query(question, read.title, read_text),
         "question_words": " ".join(content_words(question)[:12]) or question,
     }
 

@@ -9,7 +9,17 @@ the warm start uses plans to show a policy several ways of acting (grasp/train/w
 A plan names tools of the default tool set (``plan_tools``, read from the tool registry): its
 searches, its read tool and its answer tool. A plan's search is the question verbatim; ``semantic_search:bridge`` or
 ``keyword_search:bridge`` reformulates it for the next hop: the title of the paragraph read
-last (else of the top hit) and the question's content words that title does not name.
+last (else of the top hit) and the question's content words that title does not name;
+``semantic_search:entity`` or ``keyword_search:entity`` queries the bridge entity instead: the
+first name the paragraph read last mentions that neither the question nor its title holds,
+with the question's content words (``entity_query``; on the training questions it found a
+gold paragraph the question's own searches missed 5 times as often as ``:bridge``,
+results/cpu_grasp_v2/bridge_probe.json).
+
+Demonstrations may choose with the gold paragraphs' titles (``gold_titles``, by question id;
+the policy learning from them sees none): ``read_paragraph:gold`` reads the first unread hit
+of a gold paragraph (else the first unread hit), and a step written ``?step`` runs only while
+a gold paragraph is still missing from the hits (a hop only where one is needed).
 When the system prompt asks for citations (``env.citations``), its answer cites the sentence
 hits of the paragraphs it read (the top sentence hit when it read none).
 Both act only on what a model would see: the messages of the conversation.
@@ -65,6 +75,13 @@ class ScriptedPolicy:
 
 BRIDGE = ":bridge"
 """A plan search with this suffix queries the next hop instead of the question."""
+ENTITY = ":entity"
+"""A plan search with this suffix queries the bridge entity (``entity_query``)."""
+GOLD = ":gold"
+"""A plan read with this suffix reads a hit of a gold paragraph (``gold_titles``)."""
+IF_MISSING = "?"
+"""A plan step with this prefix runs only while a gold paragraph is missing from the hits."""
+_SUFFIXES = (BRIDGE, ENTITY, GOLD)
 _STOPWORDS = frozenset(
     "a an the of in on at to for by with from and or is are was were be been who whom whose "
     "what which when where why how did does do that this than as it its his her their".split()
@@ -79,26 +96,41 @@ def plan_tools(role: ToolRole | None = None) -> tuple[str, ...]:
 
 
 def plan_tool(step: str) -> str:
-    """The tool a plan step calls (``semantic_search:bridge`` calls semantic_search)."""
-    return step.removesuffix(BRIDGE)
+    """The tool a plan step calls (``?semantic_search:entity`` calls semantic_search)."""
+    step = step.removeprefix(IF_MISSING)
+    for suffix in _SUFFIXES:
+        step = step.removesuffix(suffix)
+    return step
+
+
+def needs_gold(plan: Sequence[str]) -> bool:
+    """Whether the plan chooses with the gold titles (``:gold`` reads, ``?`` steps)."""
+    return any(step.startswith(IF_MISSING) or step.endswith(GOLD) for step in plan)
 
 
 def check_plan(plan: Sequence[str], field: str = "plan") -> None:
-    """A plan names known tools and ends with ``answer`` (its only ``answer``)."""
+    """A plan names known tools and ends with ``answer`` (its only ``answer``); a search may
+    be ``:bridge`` or ``:entity``, a read ``:gold``, and any step but the answer ``?``."""
     known, searches = plan_tools(), plan_tools(ToolRole.SEARCH)
-    unknown = [
-        name
-        for name in plan
-        if plan_tool(name) not in known
-        or (name.endswith(BRIDGE) and plan_tool(name) not in searches)
-    ]
+    reads = plan_tools(ToolRole.READ)
+
+    def valid(step: str) -> bool:
+        tool, bare = plan_tool(step), step.removeprefix(IF_MISSING)
+        if tool not in known:
+            return False
+        if bare.endswith((BRIDGE, ENTITY)):
+            return tool in searches
+        return tool in reads if bare.endswith(GOLD) else bare == tool
+
+    unknown = [step for step in plan if not valid(step)]
     if unknown:
         raise ValueError(
             f"{field}: unknown tool(s) {unknown}; a plan uses {list(known)}, a search "
-            f"optionally as <search>{BRIDGE}"
+            f"optionally as <search>{BRIDGE} or <search>{ENTITY}, a read as <read>{GOLD}, "
+            f"a step before the answer optionally as {IF_MISSING}<step>"
         )
     answers = plan_tools(ToolRole.ANSWER)
-    if not plan or plan[-1] not in answers or any(step in answers for step in plan[:-1]):
+    if not plan or plan[-1] not in answers or any(plan_tool(step) in answers for step in plan[:-1]):
         raise ValueError(f"{field}: {list(plan)} must end with 'answer' and answer only there")
 
 
@@ -106,7 +138,11 @@ class HeuristicSearchPolicy:
     """A fixed search-then-read plan over the conversation; no model involved."""
 
     def __init__(
-        self, reads: int = 2, assistant_prefix: str = "", plan: Sequence[str] | None = None
+        self,
+        reads: int = 2,
+        assistant_prefix: str = "",
+        plan: Sequence[str] | None = None,
+        gold_titles: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.reads = reads
         """How many top paragraphs to read after the two first searches (without a plan)."""
@@ -114,24 +150,38 @@ class HeuristicSearchPolicy:
         """The rollout's assistant prefix (inserted before each turn): turns continue it."""
         if plan is not None:
             check_plan(plan)
+            if needs_gold(plan) and gold_titles is None:
+                raise ValueError(f"plan {list(plan)} chooses with gold titles: give gold_titles")
         self.plan = list(plan) if plan is not None else None
         """The tools to call, in order (searches query the question; a read takes the first
         unread hit); ``None``: the heuristic above."""
+        self.gold_titles = gold_titles or {}
+        """Question id -> the titles of its gold paragraphs (demonstrations only)."""
 
     def generate(
         self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
     ) -> list[Generation]:
-        return [Generation(text=self._continue(request.messages)) for request in requests]
+        return [
+            Generation(text=self._continue(request.messages, self._gold(request)))
+            for request in requests
+        ]
 
-    def _continue(self, messages: Sequence[Mapping[str, str]]) -> str:
-        text = self.next_turn(messages)
+    def _gold(self, request: GenerationRequest) -> frozenset[str]:
+        question_id = (request.request_id or "").rsplit("#", 1)[0]
+        return self.gold_titles.get(question_id, frozenset())
+
+    def _continue(self, messages: Sequence[Mapping[str, str]], gold: frozenset[str]) -> str:
+        text = self.next_turn(messages, gold)
         if not text.startswith(self.assistant_prefix):
             raise ValueError(f"turn {text!r} does not continue {self.assistant_prefix!r}")
         return text[len(self.assistant_prefix) :]
 
-    def next_turn(self, messages: Sequence[Mapping[str, str]]) -> str:
+    def next_turn(
+        self, messages: Sequence[Mapping[str, str]], gold: frozenset[str] = frozenset()
+    ) -> str:
         """The full text of the next turn, given the conversation (a demonstration before the
-        question is skipped: the episode starts at the last user message)."""
+        question is skipped: the episode starts at the last user message) and, for a plan that
+        chooses with them, the gold paragraphs' titles."""
         start = max(i for i, m in enumerate(messages) if m["role"] == "user")
         cite = any(m["role"] == "system" and CITATIONS_HINT in m["content"] for m in messages)
         question = _question(messages[start:])
@@ -143,8 +193,8 @@ class HeuristicSearchPolicy:
         read = {title for text in tool_texts for title in _read_titles(text)}
         cited = _citations(hits, tool_texts) if cite else None
         if self.plan is not None:
-            tool = self.plan[min(turn, len(self.plan) - 1)]
-            return self._planned(tool, question, hits, read, cited)
+            step = _plan_step(self.plan, turn, tool_texts, gold)
+            return self._planned(step, question, hits, read, cited, tool_texts, gold)
         if turns_left == 1 or turn >= 3 + self.reads:
             return _answer(question, hits, cited)
         if turn == 0:
@@ -159,21 +209,110 @@ class HeuristicSearchPolicy:
 
     @staticmethod
     def _planned(
-        tool: str,
+        step: str,
         question: str,
         hits: Sequence[tuple[str, str, str]],
         read: set[str],
         cited: list[int] | None,
+        tool_texts: Sequence[str] = (),
+        gold: frozenset[str] = frozenset(),
     ) -> str:
-        """The plan's call ``tool``; a read with nothing left unread answers instead."""
-        if tool in plan_tools(ToolRole.SEARCH):
+        """The plan's call ``step``; a read with nothing left unread answers instead."""
+        tool, bare = plan_tool(step), step.removeprefix(IF_MISSING)
+        if bare in plan_tools(ToolRole.SEARCH):
             return tool_call_text(tool, query=question)
-        if tool.endswith(BRIDGE):
-            return tool_call_text(plan_tool(tool), query=bridge_query(question, hits, read))
+        if bare.endswith(BRIDGE):
+            return tool_call_text(tool, query=bridge_query(question, hits, read))
+        if bare.endswith(ENTITY):
+            title, text = _last_read(tool_texts)
+            if not title:  # nothing read yet: the top hit's title stands for the paragraph
+                title = hits[0][2] if hits else ""
+            return tool_call_text(tool, query=entity_query(question, title, text))
         unread = [h for h in hits if h[2] not in read]
+        if bare.endswith(GOLD):
+            unread = [h for h in unread if h[2] in gold] + [h for h in unread if h[2] not in gold]
         if tool in plan_tools(ToolRole.READ) and unread:
             return _read_call(unread[0])
         return _answer(question, hits, cited)
+
+
+def _plan_step(
+    plan: Sequence[str], turn: int, tool_texts: Sequence[str], gold: frozenset[str]
+) -> str:
+    """The step of ``plan`` that turn ``turn`` plays: the plan walked from its start, a ``?``
+    step skipped where every gold title was already among the hits of the turns before it;
+    past the plan's end, its last step (the answer)."""
+    played = 0
+    for step in plan:
+        if step.startswith(IF_MISSING):
+            shown = {hit[2] for text in tool_texts[:played] for hit in _hits(text)}
+            if gold <= shown:
+                continue
+        if played == turn:
+            return step
+        played += 1
+    return plan[-1]
+
+
+def _last_read(tool_texts: Sequence[str]) -> tuple[str, str]:
+    """The title and text of the paragraph read last ("" and "" when none was)."""
+    for text in reversed(tool_texts):
+        titles = _read_titles(text)
+        if titles:
+            return titles[0], text.split("\n", 1)[1] if "\n" in text else ""
+    return "", ""
+
+
+_NAME = re.compile(r"[A-Z][\w'-]*(?:\s+(?:(?:of|the|de|du|la|van|von|der)\s+)*[A-Z][\w'-]*)*")
+_LEADING = frozenset(
+    "The A An He She It They His Her Its Their In On At This That These After Before During "
+    "When While From With By For As".split()
+)
+_NOT_NAMES = frozenset(
+    "January February March April May June July August September October November December "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+)
+
+
+def named_entities(text: str, exclude: str = "", same_as: str = "") -> list[str]:
+    """The capitalised names ``text`` mentions, in order, once each: runs of capitalised words
+    (joined by of, the, de, van, von...), without a leading function word ("The Order" is
+    "Order"), no month or weekday, none whose words all occur in ``exclude`` (the question and
+    a title), and none holding every word of ``same_as`` ("Sir Edmund Hillary" names the
+    paragraph "Edmund Hillary" again)."""
+    known = set(re.findall(r"\w+", exclude.lower()))
+    itself = set(re.findall(r"\w+", re.sub(r"\(.*?\)", "", same_as).lower()))
+    names: list[str] = []
+    for match in _NAME.finditer(text):
+        words = match.group(0).split()
+        while words and words[0] in _LEADING:
+            words = words[1:]
+        if len(words) == 1 and words[0] in _NOT_NAMES:
+            continue
+        name = " ".join(words)
+        words_of_name = set(re.findall(r"\w+", name.lower()))
+        if not name or words_of_name <= known or name in names:
+            continue
+        if itself and itself <= words_of_name:
+            continue
+        names.append(name)
+    return names
+
+
+def bridge_entity(question: str, title: str, text: str) -> str:
+    """The first name paragraph ``title`` (its ``text``) mentions that neither the question
+    nor the title holds: the bridge to a two-hop question's second paragraph (else the
+    title itself)."""
+    names = named_entities(text, exclude=f"{question} {title}", same_as=title)
+    return names[0] if names else title
+
+
+def entity_query(question: str, title: str, text: str) -> str:
+    """The next hop's query from a paragraph read: its bridge entity and the question's content
+    words that neither the entity nor the title names, at most 12 words in all."""
+    entity = bridge_entity(question, title, text)
+    words = content_words(question, named=f"{title} {entity}")
+    return " ".join([entity, *words][:12]).strip() or question
 
 
 def bridge_query(question: str, hits: Sequence[tuple[str, str, str]], read: set[str]) -> str:

@@ -57,7 +57,6 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from grasp.rollout.hf_decode import grouped_query_attention
-
 from grasp.types import StrEnum
 
 

@@ -39,11 +39,11 @@ import torch
 
 from grasp import reward as reward_table
 from grasp.reward import RewardBreakdown, RewardConfig
+from grasp.rollout.adapters import MergedAdapters
 from grasp.rollout.engine import RolloutEngine
 from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
-from grasp.rollout.adapters import MergedAdapters
 from grasp.train.config import GRPOSettings, RolloutWeights, VllmMode
 from grasp.train.cpu_logprobs import (
     LossLogprobs,

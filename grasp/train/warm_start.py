@@ -59,7 +59,9 @@ class WarmStartSettings:
     """Paragraphs the scripted policy reads after its two searches (when ``plans`` is empty)."""
     plans: list[list[str]] = field(default_factory=list)
     """Tool sequences the questions are shared among, round-robin (each ends with answer);
-    empty: the heuristic search-then-read policy."""
+    empty: the heuristic search-then-read policy. A step may be ``<search>:bridge`` or
+    ``<search>:entity`` (the next hop's query), ``read_paragraph:gold`` (a gold paragraph's
+    hit) or ``?<step>`` (only while a gold paragraph is missing): grasp/rollout/scripted.py."""
     adapt_plans: bool = False
     """For a run that lacks some of the plans' tools (the tool ablations): a missing search
     becomes the other search (not repeated where the plan already calls it) and a missing
@@ -190,12 +192,19 @@ def scripted_episodes(
     sample = random.Random(settings.seed).sample(questions, min(settings.questions, len(questions)))
     prefix = rollout.assistant_prefix
     plans = plans or [None]
+    # A demonstration may choose with the gold paragraphs (a hop only where one is missing);
+    # the policy that learns from it sees none of them.
+    gold = {
+        q.question_id: frozenset(p.title for p in q.paragraphs if p.is_supporting) for q in sample
+    }
     episodes = []
     for number, plan in enumerate(plans):
         share = sample[number :: len(plans)]
         if not share:
             continue
-        policy = HeuristicSearchPolicy(reads=settings.reads, assistant_prefix=prefix, plan=plan)
+        policy = HeuristicSearchPolicy(
+            reads=settings.reads, assistant_prefix=prefix, plan=plan, gold_titles=gold
+        )
         engine = RolloutEngine(env, policy, replace(rollout, group_size=1), chat=chat)
         episodes.extend(engine.run(share).scored(rollout.reward))
     return episodes
@@ -224,7 +233,7 @@ def adapt_plan(plan: Sequence[str], tools: Sequence[str]) -> list[str]:
             continue
         substitute = next((s for s in substitutes(tool) if s in tools and s not in called), None)
         if substitute is not None:
-            adapted.append(substitute + step.removeprefix(tool))  # a bridge stays a bridge
+            adapted.append(step.replace(tool, substitute, 1))  # a bridge stays a bridge
     return adapted
 
 

@@ -48,12 +48,16 @@ def test_fields_are_typed_in_memory_and_flat_on_disk(tiny_index, tiny_questions,
     assert all(isinstance(turn, TurnRecord) for turn in trajectory.turns)
     data = trajectory.to_json()
     assert data["stop_reason"] == "answered" and type(data["stop_reason"]) is str
+    # The sparse terms are stored where they are paid: R_G (the search found gold), not R_N
+    # (it answered) nor R_C (no search beyond the free ones).
+    assert trajectory.reward["R_G"] > 0 and trajectory.reward["R_C"] == 0.0
     assert list(data["reward"]) == [
         "reward/R_A",
         "reward/R_R",
         "reward/R_S",
         "reward/R_E",
         "reward/R_F",
+        "reward/R_G",
         "reward/total",
         "answer/em",
         "answer/f1",
@@ -66,6 +70,7 @@ def test_fields_are_typed_in_memory_and_flat_on_disk(tiny_index, tiny_questions,
 
 def test_a_reward_without_r_f_reads_back_with_zero():
     terms = {"R_A": 1.0, "R_R": 0.5, "R_S": 1.0, "R_E": 0.25, "R_F": 0.75, "R_N": 0.0}
+    terms |= {"R_G": 0.5, "R_C": 0.0}
     flat = RewardBreakdown(terms, 1.6, 1.0, 1.0).as_dict()
     assert RewardBreakdown.from_dict(flat).as_dict() == flat
     del flat["reward/R_F"]

@@ -120,6 +120,8 @@ def test_rollout_metrics_of_a_scripted_rollout():
             "reward/R_E": 0.0,
             "reward/R_F": 0.0,
             "reward/R_N": 0.0,
+            "reward/R_G": 0.0,
+            "reward/R_C": 0.0,
             "reward/total": 1.55 / 6,
             "tools/semantic_search_per_episode": 1 / 6,
             "tools/keyword_search_per_episode": 2 / 6,

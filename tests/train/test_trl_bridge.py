@@ -145,4 +145,6 @@ def test_the_rollouts_statistics_reach_trls_metric_log(tmp_path, scripted_traine
         "R_E",
         "R_F",
         "R_N",
+        "R_G",
+        "R_C",
     ]
