@@ -189,13 +189,14 @@ class BenchTrainStepConfig(TrainConfig):
     references: bool = True
     """Also time raw model.generate and one forward/backward over the last step's tokens."""
     fixed_step: bool = False
-    """Also train one fixed step in every arm: the first arm's first rollout replayed, from the
-    same adapter (``fixed_step_adapter``), in bfloat16 and float32, at this configuration's
-    micro-batching; its loss, gradient norm and KL show whether the arms compute the same
-    update."""
+    """Also train a fixed step in every arm: the first arm's first two rollouts replayed
+    (``grasp.bench.train_step.FIXED_STEPS``), from the same weights, in bfloat16 and float32,
+    at this configuration's micro-batching; their loss, gradient norm and KL show whether the
+    arms compute the same update."""
     fixed_step_adapter: str | None = None
-    """The LoRA adapter the fixed step's policy starts from (e.g. a trained run's final/, so
-    that it differs from the reference and the KL is not 0); None: a fresh adapter."""
+    """A LoRA adapter the fixed step's policy starts from instead of a fresh one (the
+    recorded rollouts were sampled without it: off-policy tokens, whose KL estimates are
+    heavy-tailed)."""
     out: str | None = None
     """JSON output path; default runs/bench_train_step-<experiment>.json."""
 

@@ -38,8 +38,13 @@ ARM_MARKER = ".bench_train_step"
 UPDATE_PARTS = ("logprobs_no_grad", "forward", "backward", "optimizer")
 """The parts of a step that make its update (TRL's loss, backward and optimizer)."""
 ROLLOUT_PARTS = ("generation", "environment")
-FIXED_ROLLOUT = "fixed_step_rollout.pt"
-"""In run_dir: the first arm's first rollout, which every arm's fixed step replays."""
+FIXED_ROLLOUTS = "fixed_step_rollouts.pt"
+"""In run_dir: the first arm's first ``FIXED_STEPS`` rollouts, which every arm's fixed step
+replays."""
+FIXED_STEPS = 2
+"""Steps of the fixed step: the first from the arms' common weights (the policy is its
+reference, so the KL is 0), the second after that step's update (a KL that is not 0, on
+tokens the policy itself sampled)."""
 FIXED_PRECISIONS = ("bfloat16", "float32")
 FIXED_METRICS = ("loss", "grad_norm", "kl")
 
@@ -179,7 +184,7 @@ def run_arm(
     trainer = make_grpo_trainer(arm, setup.data, setup.env, setup.loaded, setup.chat, run_dir)
     profiler = StepProfiler().attach(trainer)
     if config.fixed_step and first:
-        record_first_rollout(trainer, Path(config.run_dir) / FIXED_ROLLOUT)
+        record_first_rollouts(trainer, Path(config.run_dir) / FIXED_ROLLOUTS)
     trainer.train()
     timed = profiler.steps[config.warmup_steps :]
     result: dict[str, Any] = {
@@ -197,37 +202,43 @@ def run_arm(
     return result
 
 
-def record_first_rollout(trainer: GRPOTrainerView, path: Path) -> None:
-    """Save what the trainer's first rollout returns (for the fixed step to replay)."""
+def record_first_rollouts(trainer: GRPOTrainerView, path: Path) -> None:
+    """Save what the trainer's first ``FIXED_STEPS`` rollouts return (the fixed step replays
+    them), as one list."""
     import torch
 
     rollout = trainer.rollout_func
+    recorded: list[dict[str, Any]] = []
+    path.unlink(missing_ok=True)
 
     def recording(prompts: Any, caller: Any) -> dict[str, Any]:
         output = rollout(prompts, caller)
-        if not path.exists():
-            torch.save(output, path)
+        if len(recorded) < FIXED_STEPS:
+            recorded.append(copy.deepcopy(output))
+            torch.save(recorded, path)
         return output
 
-    path.unlink(missing_ok=True)
     recording.engine = rollout.engine  # type: ignore[attr-defined]  # the profiler's handle
-    trainer.rollout_func = recording
+    trainer.rollout_func = recording  # type: ignore[attr-defined]
 
 
 def fixed_step(
     config: BenchTrainStepConfig, arm: BenchTrainStepConfig, loaded: Any, setup: Any
-) -> dict[str, dict[str, float]]:
-    """One GRPO step of ``arm``'s code on the recorded rollout, from the same adapter, at
-    ``config``'s micro-batching, in each of ``FIXED_PRECISIONS``: TRL's logged loss, gradient
-    norm (before clipping) and KL. Float32 loads the weights in float32 (no autocast)."""
+) -> dict[str, list[dict[str, float]]]:
+    """A GRPO step of ``arm``'s code per recorded rollout (``FIXED_STEPS``, or as many as
+    the first arm trained), from the same
+    weights (the warm start, with ``fixed_step_adapter`` if given), at ``config``'s
+    micro-batching, in each of ``FIXED_PRECISIONS``: TRL's logged loss, gradient norm (before
+    clipping) and KL of each step. Float32 loads the weights in float32 (no autocast)."""
     import torch
 
     from grasp.train.metrics_log import read_metrics
     from grasp.train.run_folder import load_final_weights
 
-    recorded = torch.load(Path(config.run_dir) / FIXED_ROLLOUT, weights_only=False)
+    path = Path(config.run_dir) / FIXED_ROLLOUTS
     checks = {}
     for precision in FIXED_PRECISIONS:
+        recorded = torch.load(path, weights_only=False)  # TRL may change what it is handed
         bf16 = precision == "bfloat16"
         model = copy.deepcopy(loaded.model)
         if not bf16:
@@ -239,7 +250,7 @@ def fixed_step(
             grpo=replace(
                 arm.grpo,
                 bf16=bf16,
-                max_steps=1,
+                max_steps=len(recorded),
                 gradient_accumulation_steps=config.grpo.gradient_accumulation_steps,
             ),
             run_dir=str(run_dir),
@@ -251,13 +262,13 @@ def fixed_step(
             unwrapped = trainer.accelerator.unwrap_model(trainer.model)
             load_final_weights(unwrapped, Path(config.fixed_step_adapter))
 
-        def replay(prompts: Any, caller: Any) -> dict[str, Any]:
-            return recorded
+        def replay(prompts: Any, caller: Any, recorded: list = recorded) -> dict[str, Any]:
+            return recorded[int(caller.state.global_step)]
 
         trainer.rollout_func = replay
         trainer.train()
-        [logged] = [r for r in read_metrics(run_dir) if "loss" in r and "train_runtime" not in r]
-        checks[precision] = {name: float(logged[name]) for name in FIXED_METRICS}
+        logged = [r for r in read_metrics(run_dir) if "loss" in r and "train_runtime" not in r]
+        checks[precision] = [{name: float(r[name]) for name in FIXED_METRICS} for r in logged]
         del trainer, model
     return checks
 
@@ -286,7 +297,8 @@ def run_benchmark(config: BenchTrainStepConfig, resolved: dict[str, Any]) -> dic
 
 
 def _relative(check: dict[str, float], first: dict[str, float]) -> str:
-    """The largest relative difference of the fixed step's metrics from the first arm's."""
+    """The largest relative difference of a fixed step's metrics from the first arm's (a
+    metric that is 0 in the first arm, as the first step's KL is, counts by its value)."""
     worst = max(
         abs(check[m] - first[m]) / abs(first[m]) if first[m] else abs(check[m])
         for m in FIXED_METRICS
@@ -337,18 +349,17 @@ def table(report: dict[str, Any]) -> str:
         lines.append(row(label, [measure(a["step"]) for a in arms]))
     if all("fixed_step" in a for a in arms):
         for precision in FIXED_PRECISIONS:
-            for metric in FIXED_METRICS:
-                values = [a["fixed_step"][precision][metric] for a in arms]
-                label = f"fixed step {precision[:4]} {metric}"
-                cells = "".join(f"{v:>{width}.6g}" for v in values)
-                lines.append(f"{label:<26}{cells}")
-            lines.append(
-                f"{'  relative to the first':<26}"
-                + "".join(
-                    f"{_relative(a['fixed_step'][precision], arms[0]['fixed_step'][precision]):>{width}}"
-                    for a in arms
+            for number in range(FIXED_STEPS):
+                checks = [a["fixed_step"][precision][number] for a in arms]
+                for metric in FIXED_METRICS:
+                    label = f"fixed {precision[:4]} {number + 1}: {metric}"
+                    lines.append(
+                        f"{label:<26}" + "".join(f"{c[metric]:>{width}.6g}" for c in checks)
+                    )
+                lines.append(
+                    f"{'  relative to the first':<26}"
+                    + "".join(f"{_relative(c, checks[0]):>{width}}" for c in checks)
                 )
-            )
     raw = report.get("raw")
     if raw:
         lines.append(

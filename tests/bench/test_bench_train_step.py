@@ -169,14 +169,19 @@ def test_the_fixed_step_replays_one_rollout_through_each_arms_code(
         fixed_step_adapter=str(tmp_path / "adapter"),
         references=False,
     )
-    config = dataclasses.replace(config, grpo=dataclasses.replace(config.grpo, lora=lora))
+    grpo = dataclasses.replace(config.grpo, lora=lora)
+    config = dataclasses.replace(config, grpo=grpo, timed_steps=2)
     report = run_benchmark(config, {"experiment": "tiny"})
     first, second = (arm["fixed_step"] for arm in report["arms"])
     assert set(first) == {"bfloat16", "float32"}
     for precision in ("bfloat16", "float32"):
-        assert set(first[precision]) == {"loss", "grad_norm", "kl"}
-        assert first[precision]["grad_norm"] > 0 and first[precision]["kl"] > 0
-    # The same rollout, weights and micro-batching: in float32 the two paths agree to rounding.
-    for metric in ("loss", "grad_norm", "kl"):
-        assert second["float32"][metric] == pytest.approx(first["float32"][metric], rel=1e-4)
-    assert "fixed step floa grad_norm" in table(report)
+        assert len(first[precision]) == 2, "two steps replayed"
+        for step in first[precision]:
+            assert set(step) == {"loss", "grad_norm", "kl"}
+            assert step["grad_norm"] > 0 and step["kl"] > 0
+    # The same rollouts, weights and micro-batching: in float32 the two paths agree to rounding.
+    for number in range(2):
+        for metric in ("loss", "grad_norm", "kl"):
+            got, expected = second["float32"][number][metric], first["float32"][number][metric]
+            assert got == pytest.approx(expected, rel=1e-4)
+    assert "fixed floa 2: grad_norm" in table(report)
