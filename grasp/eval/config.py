@@ -16,6 +16,7 @@ from grasp.data.config import DatasetConfig
 from grasp.env.environment import EnvConfig
 from grasp.eval.judge import JudgeConfig
 from grasp.eval.paired import COMPARABLE_METRICS, PAIRED_METRICS, check_metrics
+from grasp.models import ModelConfig
 from grasp.rollout.engine import RolloutConfig
 from grasp.rollout.factory import PolicyConfig
 from grasp.types import (
@@ -164,8 +165,15 @@ class PairedConfig:
     """JSON file to write the comparison to (its markdown is printed); null: print only."""
     metrics: list[str] | None = None
     """Metrics compared (grasp/eval/paired.py COMPARABLE_METRICS: em, f1, recall, containment,
-    read_recall, reads_run_per_episode, reward/total and each reward/<term>); [all]: every
-    one of them; null: EM, F1 and recall, as the baseline table."""
+    read_recall, reads_run_per_episode, answer_in_evidence, reward/total and each
+    reward/<term>); [all]: every one of them; null: EM, F1 and recall, as the baseline table."""
+    matched_sweep: str | None = None
+    """A k sweep's folder (scripts/k_sweep.py root=): B is then its row ``b`` (a baseline's
+    name) at the depth whose context tokens per episode are the least at or above A's, so
+    that A is compared at matched context; null: ``b`` is a folder."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """With matched_sweep: the model whose tokenizer counts context tokens (the baseline
+    table's unit: the policy model's)."""
 
     def __post_init__(self) -> None:
         if self.metrics is not None and self.metrics != ["all"]:

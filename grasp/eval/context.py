@@ -26,10 +26,20 @@ from pathlib import Path
 
 from grasp.compressed import read_text, stored_path
 from grasp.metrics import ConfidenceInterval, answer_contains, bootstrap_ci, normalize_answer
+from grasp.models import ModelConfig, prepare_model
 from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 
 TokenCounter = Callable[[str], int]
 """Text -> its number of tokens."""
+
+
+def token_counter(model: ModelConfig) -> TokenCounter:
+    """Text -> tokens under ``model``'s tokenizer (the baseline table's unit: the policy
+    model's)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(prepare_model(model)))
+    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def observation_tokens(trajectory: Trajectory, count: TokenCounter) -> int:

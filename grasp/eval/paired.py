@@ -21,6 +21,15 @@ same way, as a run's dev learning curve compares two steps::
 
     compare_folders(run / "dev_curve/step_000050", run / "dev_curve/step_000000",
                     metrics=COMPARABLE_METRICS)
+
+Comparing at equal settings favours whoever reads more. ``compare_at_matched_context`` pairs
+an evaluation against a baseline swept over its depth k (scripts/k_sweep.py) at the depth
+whose context tokens per episode are the least at or above the evaluation's own: recall at
+matched context (the baseline table's ``matched_context`` section)::
+
+    compare_at_matched_context(Path("results/baselines/hf/cpu_grasp_v2"),
+                               Path("results/baselines/k_sweep_hybrid"), "single_step_hybrid",
+                               count)
 """
 
 from __future__ import annotations
@@ -32,7 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.context import answer_in_evidence, has_trajectories, read_trajectories
+from grasp.eval.context import (
+    TokenCounter,
+    answer_in_evidence,
+    context_tokens,
+    has_trajectories,
+    read_trajectories,
+)
 from grasp.eval.results import Interval
 from grasp.eval.summary import metric_values
 from grasp.metrics import bootstrap_ci
@@ -236,3 +251,109 @@ def compare_folders(
         *([t for d in datasets for t in side[d]] for side in sides), metrics=metrics
     )
     return PairedComparison(str(a), str(b), per_dataset, pooled)
+
+
+# --------------------------------------------------------------------------- matched context
+
+
+@dataclass(frozen=True)
+class ContextPoint:
+    """One depth of a baseline swept over k: its evaluation folder and what it cost."""
+
+    k: int
+    folder: Path
+    context_tokens: float
+    """Observation tokens per episode, pooled over the compared datasets."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"k": self.k, "folder": str(self.folder), "context_tokens": self.context_tokens}
+
+
+def pooled_context(folder: Path, datasets: Sequence[str], count: TokenCounter) -> float:
+    """Mean observation tokens per episode of ``folder``'s datasets, pooled."""
+    trajectories = [t for d in datasets for t in read_trajectories(folder / d)]
+    if not trajectories:
+        raise ValueError(f"{folder}: no trajectories of {list(datasets)}")
+    return context_tokens(trajectories, count).mean
+
+
+def sweep_points(
+    root: Path, baseline: str, datasets: Sequence[str], count: TokenCounter
+) -> list[ContextPoint]:
+    """Each depth of a k sweep (``root``/k<K>/``baseline``, scripts/k_sweep.py) that holds
+    every one of ``datasets``, by k."""
+    points = []
+    for folder in root.glob(f"k*/{baseline}"):
+        k = folder.parent.name.removeprefix("k")
+        if k.isdigit() and all(has_trajectories(folder / d) for d in datasets):
+            points.append(ContextPoint(int(k), folder, pooled_context(folder, datasets, count)))
+    if not points:
+        raise ValueError(f"{root}: no k<K>/{baseline} folder holds {list(datasets)}")
+    return sorted(points, key=lambda p: p.k)
+
+
+def matched_point(points: Sequence[ContextPoint], context: float) -> ContextPoint:
+    """The point with the least context at or above ``context`` (so that B shows A at least as
+    much text); the largest when every point shows less."""
+    above = [p for p in points if p.context_tokens >= context]
+    if above:
+        return min(above, key=lambda p: p.context_tokens)
+    return max(points, key=lambda p: p.context_tokens)
+
+
+@dataclass(frozen=True)
+class MatchedComparison:
+    """Evaluation A minus a swept baseline at the depth whose context matches A's."""
+
+    a_context: float
+    point: ContextPoint
+    points: list[ContextPoint]
+    comparison: PairedComparison
+
+    @property
+    def at_or_above(self) -> bool:
+        """Whether B's context is at least A's (else A showed more than every depth)."""
+        return self.point.context_tokens >= self.a_context
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "a_context_tokens": self.a_context,
+            "b_k": self.point.k,
+            "b_context_tokens": self.point.context_tokens,
+            "b_at_or_above": self.at_or_above,
+            "points": [p.as_json() for p in self.points],
+            **self.comparison.as_json(),
+        }
+
+    def markdown(self) -> str:
+        curve = ", ".join(f"k={p.k}: {p.context_tokens:.0f}" for p in self.points)
+        where = "the least at or above A's" if self.at_or_above else "A shows more than any k"
+        lines = [
+            f"Context tokens per episode: A {self.a_context:.0f}; B by depth {curve}.",
+            f"B at k={self.point.k} ({self.point.context_tokens:.0f}: {where}).",
+            "",
+        ]
+        return "\n".join(lines) + self.comparison.markdown()
+
+
+def compare_at_matched_context(
+    a: Path,
+    root: Path,
+    baseline: str,
+    count: TokenCounter,
+    datasets: Sequence[str] | None = None,
+    metrics: Sequence[str] = PAIRED_METRICS,
+) -> MatchedComparison:
+    """Folder A minus ``baseline`` of the k sweep in ``root`` at the depth with the least
+    context at or above A's (``matched_point``), on ``metrics``: recall at matched context,
+    where comparing at equal settings favours whoever reads more."""
+    if datasets is None:
+        held = {p.name for p in a.glob("*") if p.is_dir() and has_trajectories(p)}
+        datasets = sorted(held)
+        if not datasets:
+            raise ValueError(f"{a} holds no dataset's trajectories")
+    points = sweep_points(root, baseline, datasets, count)
+    a_context = pooled_context(a, datasets, count)
+    point = matched_point(points, a_context)
+    comparison = compare_folders(a, point.folder, datasets, metrics)
+    return MatchedComparison(a_context, point, points, comparison)

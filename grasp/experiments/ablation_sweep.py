@@ -19,12 +19,11 @@ from hydra import compose
 from omegaconf import OmegaConf
 
 from grasp.eval.config_diff import config_differences
-from grasp.eval.context import TokenCounter
+from grasp.eval.context import token_counter
 from grasp.eval.jsonl import read_json
 from grasp.experiments.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
 from grasp.experiments.config import AblateConfig
 from grasp.experiments.sweep import job_overrides, read_failure, run_job
-from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 from grasp.structured import to_dataclass
 from grasp.train.config import TrainConfig
@@ -205,20 +204,12 @@ def evaluate_variant(config: AblateConfig, variant: Ablation) -> None:
     )
 
 
-def token_counter(config: AblateConfig) -> TokenCounter:
-    """Text -> tokens under the policy model's tokenizer: the unit of the dev table's context
-    column, as in the baseline table."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(prepare_model(config.model)))
-    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
-
-
 def compare_sweep(config: AblateConfig) -> None:
     """Rewrite the sweep's comparison.json and comparison.md from its run folders."""
     sweep_dir = Path(config.sweep_dir)
     evaluated = any((sweep_dir / str(v) / DEV_EVAL_DIR).is_dir() for v in config.variants)
-    count = token_counter(config) if evaluated else None
+    # The dev table's context column counts as the baseline table's: the policy's tokenizer.
+    count = token_counter(config.model) if evaluated else None
     files = write_comparison(sweep_dir, config.variants, count)
     rows = files.comparison.rows
     done = sum(row["status"] == "finished" for row in rows)

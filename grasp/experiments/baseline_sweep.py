@@ -21,7 +21,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from grasp.eval.config import EvaluateConfig
-from grasp.eval.context import TokenCounter
+from grasp.eval.context import TokenCounter, token_counter
 from grasp.eval.protocol import load_dataset
 from grasp.experiments.baseline_table import (
     PlannedBaseline,
@@ -32,9 +32,9 @@ from grasp.experiments.baseline_table import (
     write_table,
 )
 from grasp.experiments.config import BaselinesConfig
+from grasp.experiments.matched_context import MatchedContext
 from grasp.experiments.sweep import job_overrides, run_job
 from grasp.experiments.trained import fixed_by_run, for_trained_run
-from grasp.models import prepare_model
 from grasp.paths import REPO_ROOT
 from grasp.structured import to_dataclass
 
@@ -126,12 +126,9 @@ def dry_run_line(job: PlannedBaseline) -> str:
     return f"{job.baseline}: would be evaluated into {job.run_dir} ({', '.join(reasons)})"
 
 
-def token_counter(config: BaselinesConfig) -> TokenCounter:
+def table_token_counter(config: BaselinesConfig) -> TokenCounter:
     """Text -> tokens under the policy model's tokenizer: the context column's unit."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(prepare_model(config.policy.model)))
-    return lambda text: len(tokenizer(text, add_special_tokens=False).input_ids)
+    return token_counter(config.policy.model)
 
 
 def question_types(config: BaselinesConfig) -> QuestionTypes:
@@ -155,11 +152,19 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
     planned = [job for job, _ in jobs]
     datasets = [str(d.name) for d in config.dataset_configs()]
     sweep_dir = Path(config.sweep_dir)
-    count = token_counter(config) if config.context_tokens else None
+    count = table_token_counter(config) if config.context_tokens else None
     pairs = config.paired
     types = question_types(config)
+    matched = None
+    if config.matched_context.sweep is not None:
+        matched = MatchedContext(
+            Path(config.matched_context.sweep),
+            config.matched_context.baseline,
+            list(config.trained),
+            list(config.matched_context.metrics),
+        )
     if config.table_only:
-        files = write_table(sweep_dir, planned, datasets, count, pairs, types)
+        files = write_table(sweep_dir, planned, datasets, count, pairs, types, matched)
         print(files.markdown_path.read_text())
         return
     failures = []
@@ -172,8 +177,8 @@ def run_sweep(config: BaselinesConfig, task_overrides: list[str], choices: dict[
             failures.append(str(error))
         finally:
             if ran:  # rewritten after every evaluation: a long sweep shows its progress
-                write_table(sweep_dir, planned, datasets, count, pairs, types)
-    files = write_table(sweep_dir, planned, datasets, count, pairs, types)
+                write_table(sweep_dir, planned, datasets, count, pairs, types, matched)
+    files = write_table(sweep_dir, planned, datasets, count, pairs, types, matched)
     print(files.markdown_path.read_text())
     log.info("wrote %s and %s", files.markdown_path, files.json_path)
     if failures:

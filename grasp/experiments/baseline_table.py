@@ -51,6 +51,7 @@ from grasp.eval.results import (
 )
 from grasp.eval.summary import EpisodeScores, macro_summary, metric_values
 from grasp.eval.tables import describe
+from grasp.experiments.matched_context import MatchedContext, matched_entries, matched_section
 from grasp.experiments.sweep import (
     RunStatus,
     TableFiles,
@@ -384,6 +385,9 @@ class BaselineTable:
     """Each dataset and the pooled questions have a context-tokens column."""
     paired: list[dict[str, Any]] = field(default_factory=list)
     """The paired differences of the compared rows (``paired_entry``), in the config's order."""
+    matched: list[dict[str, Any]] = field(default_factory=list)
+    """Each trained row against a swept baseline at matched context (``matched_entries``)."""
+    matched_metrics: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -421,6 +425,7 @@ class BaselineTable:
             "provenance": self.provenance,
             "rows": rows,
             "paired": self.paired,
+            **({"matched_context": self.matched} if self.matched else {}),
         }
 
     def markdown(self) -> str:
@@ -438,15 +443,26 @@ def baseline_table(
     count: TokenCounter | None = None,
     pairs: Sequence[Sequence[str]] = (),
     types: QuestionTypes | None = None,
+    matched: MatchedContext | None = None,
 ) -> BaselineTable:
     """Read every planned baseline's folder; raise ValueError naming a malformed file.
     ``count`` (text -> tokens) adds the context tokens per episode; ``pairs`` (row names
     A, B) adds A minus B question by question (``paired_entry``); ``types`` (each dataset's
-    question types by id) splits the EM of evaluations recorded before it was split."""
+    question types by id) splits the EM of evaluations recorded before it was split;
+    ``matched`` (with ``count``) adds rows against a swept baseline at matched context."""
     rows = [read_row(p, datasets, count, types) for p in planned]
     paired = [paired_entry(rows, datasets, a, b) for a, b in pairs]
+    entries = []
+    if matched is not None and count is not None:
+        entries = matched_entries(rows, datasets, matched, count)
     return BaselineTable(
-        sweep_dir, list(datasets), rows, context_counted=count is not None, paired=paired
+        sweep_dir,
+        list(datasets),
+        rows,
+        context_counted=count is not None,
+        paired=paired,
+        matched=entries,
+        matched_metrics=list(matched.metrics) if matched is not None else [],
     )
 
 
@@ -476,9 +492,10 @@ def write_table(
     count: TokenCounter | None = None,
     pairs: Sequence[Sequence[str]] = (),
     types: QuestionTypes | None = None,
+    matched: MatchedContext | None = None,
 ) -> TableFiles:
     """Build the table and write table.json and table.md in ``sweep_dir``."""
-    table = baseline_table(sweep_dir, planned, datasets, count, pairs, types)
+    table = baseline_table(sweep_dir, planned, datasets, count, pairs, types, matched)
     return write_table_files(sweep_dir, "table", table.as_json(), table.markdown())
 
 
@@ -528,6 +545,7 @@ def render_markdown(table: BaselineTable) -> str:
         ]
         lines += markdown_table(header, cells)
     lines += _paired_section(table)
+    lines += matched_section(table.matched, table.matched_metrics)
     lines += _trigger_section(table)
     lines += _failure_section(table)
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from grasp.data.config import DatasetConfig
 from grasp.eval.config import EvaluateConfig, PolicyRunConfig
+from grasp.eval.paired import check_metrics
 from grasp.experiments.ablation import Ablation
 from grasp.experiments.adversarial import ExhaustionConfig, InjectionConfig, PoisoningConfig
 from grasp.experiments.baseline_table import Baseline
@@ -37,6 +38,24 @@ class TrainedRowConfig:
     """final, warm_start or a checkpoint folder name."""
     label: str = MISSING
     """The row's name in the table."""
+
+
+@dataclass
+class MatchedContextConfig:
+    """The baseline table's recall at matched context (grasp/experiments/matched_context.py):
+    every trained row against a baseline swept over k, at the depth whose context tokens per
+    episode are the least at or above the row's."""
+
+    sweep: str | None = None
+    """The k sweep's folder (scripts/k_sweep.py root=); null: no such section."""
+    baseline: str = "single_step_hybrid"
+    """The swept baseline the trained rows are compared against."""
+    metrics: list[str] = field(default_factory=lambda: ["recall", "answer_in_evidence", "em", "f1"])
+    """Metrics compared (grasp/eval/paired.py COMPARABLE_METRICS)."""
+
+    def __post_init__(self) -> None:
+        self.baseline = str(parse_enum(Baseline, self.baseline, "matched_context.baseline"))
+        check_metrics(self.metrics)
 
 
 @dataclass
@@ -66,6 +85,9 @@ class BaselinesConfig(EvaluateConfig):
     paired: list[list[str]] = field(default_factory=list)
     """Pairs of rows [A, B] compared question by question in the table: A minus B with a
     paired-bootstrap interval (grasp/eval/paired.py). Names are baselines or trained rows."""
+    matched_context: MatchedContextConfig = field(default_factory=MatchedContextConfig)
+    """Every trained row against a baseline swept over k, at matched context (needs
+    context_tokens)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

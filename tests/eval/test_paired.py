@@ -164,3 +164,132 @@ def test_scripts_compare_prints_two_folders_compared_and_writes_the_json(tmp_pat
     )
     assert missing.returncode != 0
     assert "no trajectories of ['musique']" in missing.stderr
+
+
+def _shown(text: str) -> list:
+    from grasp.env.episode import TurnRecord
+
+    return [TurnRecord(text="", observation=text), TurnRecord(text="")]
+
+
+@pytest.mark.parametrize(
+    ("observations", "gold", "expected"),
+    [
+        ("[1] Warsaw | the capital of Poland", ("Warsaw",), 1.0),
+        ("[1] The Warsaw Pact was signed", ("Warsaw Pact",), 1.0),
+        ("[1] Warsawian food", ("Warsaw",), 0.0),  # whole tokens only
+        ("[1] nothing here", ("Warsaw", "Varsovie"), 0.0),
+        ("[1] Paris, or Varsovie", ("Warsaw", "Varsovie"), 1.0),  # an alias counts
+        ("[1] yes, it is", ("yes",), "nan"),  # a yes/no question: undefined
+        ("[1] no", ("No",), "nan"),
+    ],
+)
+def test_answer_in_evidence_looks_for_the_gold_answer_in_what_the_tools_showed(
+    trajectory, observations, gold, expected
+):
+    import math
+
+    from grasp.eval.context import answer_in_evidence
+
+    value = answer_in_evidence(
+        trajectory("q1#0", "anything", gold, {1}, turns=_shown(observations))
+    )
+    assert math.isnan(value) if expected == "nan" else value == expected
+
+
+def test_a_yes_no_question_is_left_out_of_the_answer_in_evidence_pairing(trajectory):
+    a = [
+        trajectory("q1#0", "x", ("Warsaw",), {1}, turns=_shown("Warsaw")),
+        trajectory("q2#0", "x", ("yes",), {1}, turns=_shown("yes")),
+    ]
+    b = [
+        trajectory("q1#0", "x", ("Warsaw",), {1}, turns=_shown("Paris")),
+        trajectory("q2#0", "x", ("yes",), {1}, turns=_shown("no")),
+    ]
+    compared = paired_differences(a, b, metrics=["answer_in_evidence", "em"])
+    evidence = compared["answer_in_evidence"]
+    assert (evidence.mean_a, evidence.mean_b, evidence.difference.n) == (1.0, 0.0, 1)
+    assert compared["em"].difference.n == 2
+    only_yes_no = paired_differences(a[1:], b[1:], metrics=["em"])
+    assert only_yes_no["em"].difference.n == 1
+    with pytest.raises(ValueError, match="undefined on every question"):
+        paired_differences(a[1:], b[1:], metrics=["answer_in_evidence"])
+
+
+def _write_folder(folder: Path, trajectories) -> Path:
+    from grasp.rollout.trajectory import write_trajectories
+
+    write_trajectories(trajectories, folder / "hotpotqa" / "trajectories.jsonl")
+    return folder
+
+
+def test_a_row_is_compared_with_the_depth_of_least_context_at_or_above_its_own(
+    tmp_path, trajectory
+):
+    from grasp.eval.paired import compare_at_matched_context, matched_point
+
+    def words(n):  # an observation of n tokens under the test's counter (one per word)
+        return _shown(" ".join(["w"] * n))
+
+    a = _write_folder(
+        tmp_path / "a",
+        [
+            trajectory("q1#0", "x", ("g",), {1, 2}, semantic={1, 2}, turns=words(100)),
+            trajectory("q2#0", "x", ("g",), {1, 2}, semantic={1}, turns=words(140)),
+        ],
+    )
+    sweep = tmp_path / "sweep"
+    recalls = {3: ({1}, set()), 5: ({1}, {1}), 10: ({1, 2}, {1, 2})}
+    contexts = {3: 60, 5: 121, 10: 250}
+    for k, (first, second) in recalls.items():
+        _write_folder(
+            sweep / f"k{k}" / "hybrid",
+            [
+                trajectory("q1#0", "x", ("g",), {1, 2}, semantic=first, turns=words(contexts[k])),
+                trajectory("q2#0", "x", ("g",), {1, 2}, semantic=second, turns=words(contexts[k])),
+            ],
+        )
+    count = lambda text: len(text.split())  # noqa: E731
+    matched = compare_at_matched_context(a, sweep, "hybrid", count, metrics=["recall"])
+    # A shows 120 tokens per episode: k=5 (121) is the least at or above, not k=3 (60).
+    assert matched.a_context == 120.0 and matched.point.k == 5 and matched.at_or_above
+    assert [(p.k, p.context_tokens) for p in matched.points] == [(3, 60.0), (5, 121.0), (10, 250.0)]
+    recall = matched.comparison.pooled["recall"]
+    assert (recall.mean_a, recall.mean_b) == (0.75, 0.5)
+    assert recall.difference.mean == 0.25 and recall.difference.n == 2
+    assert matched.as_json()["b_k"] == 5 and "k=3: 60" in matched.markdown()
+    # More context than every depth: the largest, marked as below A's.
+    beyond = matched_point(matched.points, 300.0)
+    assert beyond.k == 10
+    with pytest.raises(ValueError, match="no k<K>/hybrid folder"):
+        compare_at_matched_context(a, tmp_path / "empty", "hybrid", count)
+
+
+def test_scripts_compare_at_matched_context(tmp_path, trajectory):
+    a = _write_folder(
+        tmp_path / "a", [trajectory("q1#0", "x", ("g",), {1}, semantic={1}, turns=_shown("w w"))]
+    )
+    for k in (3, 5):
+        _write_folder(
+            tmp_path / "sweep" / f"k{k}" / "single_step_hybrid",
+            [trajectory("q1#0", "x", ("g",), {1}, turns=_shown(" ".join(["w"] * k)))],
+        )
+    out = tmp_path / "matched.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            f"a={a}",
+            "b=single_step_hybrid",
+            f"matched_sweep={tmp_path / 'sweep'}",
+            "metrics=[recall]",
+            f"out={out}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    written = json.loads(out.read_text())
+    assert written["b_k"] == 3  # the SmolLM2 tokenizer: A's "w w" is under k=3's five words
+    assert written["pooled"]["recall"]["difference"] == 1.0
