@@ -31,7 +31,12 @@ from grasp.bench.config import (
 )
 from grasp.corpus.build import IndexConfig
 from grasp.data.config import DatasetConfig, dataset_path
-from grasp.eval.config import EvalRetrievalConfig, EvaluateConfig, PairedConfig
+from grasp.eval.config import (
+    BehaviourConfig,
+    EvalRetrievalConfig,
+    EvaluateConfig,
+    PairedConfig,
+)
 from grasp.experiments.ablation import sweep_variants
 from grasp.experiments.config import (
     AblateConfig,
@@ -71,6 +76,7 @@ __all__ = [
     "EvaluateConfig",
     "KSweepConfig",
     "PairedConfig",
+    "BehaviourConfig",
     "PrepareDataConfig",
     "ReportConfig",
     "RobustnessConfig",
@@ -166,6 +172,7 @@ def register_configs() -> None:
     store.store(name="bench_serve_schema", node=BenchServeConfig)
     store.store(name="report_schema", node=ReportConfig)
     store.store(name="compare_schema", node=PairedConfig)
+    store.store(name="behaviour_schema", node=BehaviourConfig)
     store.store(name="compress_results_schema", node=CompressConfig)
     store.store(name="k_sweep_schema", node=KSweepConfig)
     store.store(name="bench_train_step_schema", node=BenchTrainStepConfig)

@@ -184,3 +184,21 @@ class PairedConfig:
         if self.metrics is None:
             return PAIRED_METRICS
         return COMPARABLE_METRICS if self.metrics == ["all"] else tuple(self.metrics)
+
+
+@dataclass
+class BehaviourConfig:
+    """scripts/behaviour.py: what policies did, read from their evaluations' trajectories."""
+
+    folders: list[str] = MISSING
+    """Evaluation output folders (scripts/evaluate.py out=): <dataset>/trajectories.jsonl."""
+    datasets: list[str] | None = None
+    """Datasets read in every folder; null: every dataset the first folder holds."""
+    examples: int = 10
+    """Hop queries listed per folder in the printed markdown (all are in the JSON)."""
+    out: str | None = None
+    """JSON file to write; null: print only."""
+
+    def __post_init__(self) -> None:
+        if self.examples < 0:
+            raise ValueError(f"examples must be >= 0, got {self.examples}")
