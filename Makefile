@@ -46,8 +46,10 @@ browser: install
 	        chromium-headless-shell >/dev/null; } \
 	|| echo "no headless Chromium could be installed: the report's browser test will skip"
 
+# Two workers, one core each (tests/conftest.py), a test file per worker at a time: a file's
+# module-scoped fixtures (models, trained runs) are built once.
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check grasp scripts tests

@@ -1,6 +1,11 @@
 """Shared fixtures: a tiny hand-written corpus whose real indexes build in seconds, the
 scripts loaded as modules, and a loopback LLM-judge server.
 
+Under pytest-xdist (``make test`` runs ``-n 2``) each worker keeps to one core of its own
+(``pytest_configure``): its torch threads, and the scripts it starts (which inherit the
+affinity and count it as their cores), so that two workers never share a core: two torch
+processes on the same 2 cores each run several times slower than alone.
+
 The judge server speaks the OpenAI chat-completions protocol on 127.0.0.1. Its verdict is a
 pure function of the request, so every test knows the verdicts in advance: a few predicted
 answers have fixed replies (``REPLIES``; "boom" gets HTTP 400), any other answer gets "yes"
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -33,6 +39,20 @@ from grasp.types import (
     StopReason,
     SupportingFact,
 )
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Pin an xdist worker (gw0, gw1...) to one core, torch to one thread on it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[int(worker.removeprefix("gw")) % len(cores)]
+    os.sched_setaffinity(0, {core})
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+
 
 P = {
     "curie": Paragraph(
