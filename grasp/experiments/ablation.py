@@ -216,8 +216,13 @@ FULL_WEIGHTS_TOTAL = "reward/total_at_full_weights"
 whose own ``reward/total`` leaves out the term they switch off."""
 _TERM_WEIGHTS = {f"reward/{term.name}": term.weight for term in REWARD_TERMS}
 """Each term's key and the RewardConfig field that weighs it (``grasp.reward``)."""
-_DEFAULT_WEIGHTS = {"no_answer_penalty": RewardConfig().no_answer_penalty}
-"""Weights added after committed runs were configured, at the default those runs ran with."""
+_DEFAULT_WEIGHTS = {
+    term.weight: getattr(RewardConfig(), term.weight)
+    for term in REWARD_TERMS
+    if term.sparse and term.weight is not None
+}
+"""Weights added after committed runs were configured (the terms added later, ``sparse``:
+no_answer_penalty, search_gain, search_cost), at the default those runs ran with."""
 
 
 def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
@@ -267,7 +272,7 @@ def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) 
     weights = reference_config.get("rollout", {}).get("reward", {})
     total = 0.0
     for term, weight_name in _TERM_WEIGHTS.items():
-        # A weight a config predates ran at its default (no_answer_penalty: 0).
+        # A weight a config predates ran at its default (no_answer_penalty...: 0).
         default = None if weight_name is None else _DEFAULT_WEIGHTS.get(weight_name)
         weight = 1.0 if weight_name is None else weights.get(weight_name, default)
         if weight is None or (weight and term not in terms):
