@@ -40,7 +40,7 @@ import torch
 from grasp import reward as reward_table
 from grasp.reward import RewardBreakdown, RewardConfig
 from grasp.rollout.adapters import MergedAdapters
-from grasp.rollout.engine import RolloutEngine
+from grasp.rollout.engine import RolloutEngine, RolloutTimings
 from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
@@ -222,6 +222,18 @@ class TrainingPrompts:
 # --------------------------------------------------------------------------- the rollout
 
 
+@dataclass
+class Resampled:
+    """What dynamic sampling made of a step's rollout (``GraspRollout._resample``)."""
+
+    trajectories: list[Trajectory]
+    """The kept B groups of G trajectories, their groups renumbered 0..B-1."""
+    metrics: dict[str, float]
+    """The step's ``sampling/*`` metrics."""
+    extra: RolloutTimings
+    """The generation and environment seconds of the extra rounds' rollouts."""
+
+
 class GraspRollout:
     """TRL ``rollout_func``: prompts in, our engine's trajectories out, as TRL's fields.
 
@@ -279,11 +291,10 @@ class GraspRollout:
         trajectories = batch.scored(self.engine.config.reward)
         sampling: dict[str, float] = {}
         if self.dynamic_sampling.enabled and training:
-            trajectories, sampling, extra = self._resample(
-                trajectories, group, heads, trainer, policy
-            )
-            generation += extra[0]
-            environment += extra[1]
+            resampled = self._resample(trajectories, group, heads, trainer, policy)
+            trajectories, sampling = resampled.trajectories, resampled.metrics
+            generation += resampled.extra.generation
+            environment += resampled.extra.environment
         metrics = rollout_metrics(trajectories, group)
         metrics.update(sampling)
         metrics["time/rollout_generation_s"] = generation
@@ -317,29 +328,19 @@ class GraspRollout:
         heads: list[str],
         trainer: GRPOTrainerView,
         policy: Policy,
-    ) -> tuple[list[Trajectory], dict[str, float], tuple[float, float]]:
-        """Replace zero-spread groups with groups of fresh questions (grasp/train/dynamic_sampling.py).
-
-        Returns the kept trajectories (B groups, renumbered 0..B-1), the step's sampling
-        metrics, and the extra (generation, environment) seconds."""
+    ) -> Resampled:
+        """Replace zero-spread groups with groups of fresh questions, round by round, while
+        some are missing, fresh questions remain and rounds are left
+        (grasp/train/dynamic_sampling.py)."""
         needed = len(heads)
         groups = [trajectories[i : i + group] for i in range(0, len(trajectories), group)]
         seen = set(heads)
-        extra_generation = extra_environment = 0.0
+        extra = RolloutTimings()
         rounds = 0
-        step = trainer.state.global_step
-        for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
-            totals = [[t.reward.total for t in g] for g in groups]
-            missing = needed - select_groups(totals, needed).with_spread
-            if missing == 0:
-                rounds -= 1
-                break
-            ids = replacement_ids(
-                list(self.questions), seen, missing, trainer.args.seed, step, rounds
-            )
-            if not ids:  # every training question was rolled out this step
-                rounds -= 1
-                break
+        while rounds < self.dynamic_sampling.max_rounds and (
+            ids := self._fresh_ids(groups, needed, seen, trainer, rounds + 1)
+        ):
+            rounds += 1
             seen.update(ids)
             batch = self.engine.run(
                 [self.questions[i] for i in ids],
@@ -347,12 +348,11 @@ class GraspRollout:
                 seed=self._step_seed(trainer, rounds),
                 policy=policy,
             )
-            extra_generation += batch.timings.generation
-            extra_environment += batch.timings.environment
+            extra.generation += batch.timings.generation
+            extra.environment += batch.timings.environment
             fresh = batch.scored(self.engine.config.reward)
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
-        totals = [[t.reward.total for t in g] for g in groups]
-        selection = select_groups(totals, needed)
+        selection = select_groups([[t.reward.total for t in g] for g in groups], needed)
         kept = [
             replace(t, group_id=number)
             for number, index in enumerate(selection.kept)
@@ -365,7 +365,25 @@ class GraspRollout:
             "sampling/rounds": float(rounds),
             "sampling/kept_zero_spread_share": 1.0 - selection.with_spread / needed,
         }
-        return kept, metrics, (extra_generation, extra_environment)
+        return Resampled(kept, metrics, extra)
+
+    def _fresh_ids(
+        self,
+        groups: list[list[Trajectory]],
+        needed: int,
+        seen: set[str],
+        trainer: GRPOTrainerView,
+        round_: int,
+    ) -> list[str]:
+        """The questions round ``round_`` rolls out: one per group with reward spread still
+        missing from the ``needed``, none rolled out this step (``seen``); [] when none is
+        missing, or every training question was rolled out this step."""
+        totals = [[t.reward.total for t in g] for g in groups]
+        missing = needed - select_groups(totals, needed).with_spread
+        if missing == 0:
+            return []
+        step = trainer.state.global_step
+        return replacement_ids(list(self.questions), seen, missing, trainer.args.seed, step, round_)
 
     def _record(self, trajectories: Sequence[Trajectory], trainer: GRPOTrainerView) -> None:
         """Append this call's ``RolloutRecord`` to this process's file. A resumed run first drops
