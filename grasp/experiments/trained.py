@@ -47,7 +47,12 @@ def load_train_config(run_dir: Path) -> TrainConfig:
             f"{path} is not valid JSON ({error}); the run folder is damaged"
         ) from error
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(resolved))
-    return OmegaConf.to_object(merged)
+    train = OmegaConf.to_object(merged)
+    if "reuse_cache" not in resolved.get("grpo", {}):
+        # Written before grpo.reuse_cache: the run prefilled every turn whole, as its
+        # evaluation must, whatever the field's default is now.
+        train = replace(train, grpo=replace(train.grpo, reuse_cache=False))
+    return train
 
 
 def fixed_by_run(override: str) -> bool:
