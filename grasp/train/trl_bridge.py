@@ -32,7 +32,6 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -61,6 +60,7 @@ from grasp.train.rollout_stats import (
     rollout_metrics,
     trained_trace,
 )
+from grasp.train.run_folder import RunFolder
 from grasp.types import Question
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ class GraspRollout:
     scores the episodes, and returns the token ids, the env mask (tool results carry no
     loss) and per-sample extra fields. An episode that generated nothing (its first turn
     failed) reaches TRL with one masked id (``trained_trace``). Each process also appends one
-    ``RolloutRecord`` per call to ``records_dir/process-<i>.jsonl``."""
+    ``RolloutRecord`` per call to the run folder's ``rollouts/process-<i>.jsonl``."""
 
     def __init__(
         self,
@@ -252,7 +252,7 @@ class GraspRollout:
         policy_for: Callable[[GRPOTrainerView], Policy],
         return_logprobs: bool = False,
         dynamic_sampling: DynamicSamplingSettings | None = None,
-        records_dir: Path | None = None,
+        run_folder: RunFolder | None = None,
     ) -> None:
         if engine.chat is None:
             raise ValueError(
@@ -265,7 +265,7 @@ class GraspRollout:
         """The policy of a call, from the trainer: its current weights (or its vLLM engine)."""
         self.return_logprobs = return_logprobs
         self.dynamic_sampling = dynamic_sampling or DynamicSamplingSettings()
-        self.records_dir = records_dir
+        self.run_folder = run_folder
         """Where each process appends its ``RolloutRecord`` lines (None: nowhere)."""
         self._records_opened = False
 
@@ -302,7 +302,7 @@ class GraspRollout:
         metrics[ROLLOUT_SECONDS_KEY] = time.perf_counter() - started
         for name, value in metrics.items():
             log_metric(trainer, name, value)
-        if self.records_dir is not None:
+        if self.run_folder is not None:
             self._record(trajectories, trainer)
         assert self.engine.chat is not None
         traces = [trained_trace(t.tokens, self.engine.chat.end_of_turn_id) for t in trajectories]
@@ -388,12 +388,12 @@ class GraspRollout:
     def _record(self, trajectories: Sequence[Trajectory], trainer: GRPOTrainerView) -> None:
         """Append this call's ``RolloutRecord`` to this process's file. A resumed run first drops
         the records of the steps after its checkpoint (played again), as metrics.jsonl does."""
-        assert self.records_dir is not None
+        assert self.run_folder is not None
         index = int(trainer.accelerator.process_index)
         step = int(trainer.state.global_step) + 1
-        path = self.records_dir / f"process-{index}.jsonl"
+        path = self.run_folder.rollout_records_file(index)
         if not self._records_opened:
-            self.records_dir.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             drop_records_after(path, step - 1)
             self._records_opened = True
         record = RolloutRecord.of(trajectories, step, index, bool(trainer.model.training))
