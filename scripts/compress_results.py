@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 
 from grasp.compressed import compress
 from grasp.config import CompressConfig, register_configs, to_dataclass
+from grasp.eval.results import RESULTS_FILE
 from grasp.eval.resume import locked
 from grasp.rollout.trajectory import TRAJECTORIES_FILE
 
@@ -46,7 +47,7 @@ def main(cfg: DictConfig) -> None:
     # As grasp.eval.policy_eval.compress_finished, each folder under its lock, but a folder
     # that cannot be stored stops none of the others.
     finished = [
-        p for p in sorted(root.rglob(TRAJECTORIES_FILE)) if (p.parent / "results.json").is_file()
+        p for p in sorted(root.rglob(TRAJECTORIES_FILE)) if (p.parent / RESULTS_FILE).is_file()
     ]
     written, plain = [], 0
     for path in finished:

@@ -38,7 +38,7 @@ from grasp.config import EvaluateConfig, register_configs, to_dataclass
 from grasp.eval.protocol import evaluate_datasets
 from grasp.experiments.trained import for_trained_run
 from grasp.threads import set_threads
-from grasp.train.run_folder import check_training_run
+from grasp.train.resume import check_training_run
 
 register_configs()
 

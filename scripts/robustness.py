@@ -35,7 +35,7 @@ from omegaconf import DictConfig
 from grasp.config import RobustnessConfig, register_configs, to_dataclass
 from grasp.experiments.robustness import run_robustness, trained_policy
 from grasp.threads import set_threads
-from grasp.train.run_folder import check_training_run
+from grasp.train.resume import check_training_run
 
 register_configs()
 

@@ -10,7 +10,7 @@ The run directory (run_dir=, default runs/<experiment>) receives config.json, me
 trajectories/, checkpoints/, eval_before/, eval_after/, results.json and curves.png.
 Running the same command again resumes from the last checkpoint; once the run is finished
 (results.json at grpo.max_steps, with final/), it says so and does nothing. One process at a
-time trains a folder (grasp/train/run_folder.py).
+time trains a folder (grasp/train/resume.py).
 """
 
 from __future__ import annotations
@@ -50,12 +50,16 @@ def main(cfg: DictConfig) -> None:
     process = run_process(cpu=config.model.device == "cpu")  # one of a launch's processes
     resolved = OmegaConf.to_container(cfg, resolve=True)
     results = run_training(config, resolved, process)
-    if not results:  # another process of the launch wrote no results.json to read back
-        return
-    summary = {k: results["after"][k] for k in ("em", "f1", "recall", "parse_error_rate")}
+    after = results.after.results
+    summary = {
+        "em": after.em,
+        "f1": after.f1,
+        "recall": after.recall,
+        "parse_error_rate": after.parse_error_rate,
+    }
     log.info("after training: %s", json.dumps(summary))
-    if "delta" in results:
-        log.info("change from before: %s", json.dumps(results["delta"]))
+    if results.delta is not None:
+        log.info("change from before: %s", json.dumps(results.delta))
     log.info("run directory: %s", config.run_dir)
 
 

@@ -65,7 +65,7 @@ ABLATIONS = sorted(p.stem for p in (REPO_ROOT / "configs" / "ablation").glob("*.
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(experiment):
-    from grasp.train.trainer import validate_config
+    from grasp.train.setup import validate_config
 
     config = compose_as("train", TrainConfig, [f"experiment={experiment}"])
     assert config.experiment == experiment

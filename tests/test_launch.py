@@ -213,7 +213,7 @@ def test_the_trainer_refuses_transformers_rollouts_under_a_sharding_launch(
     environ, refused, monkeypatch
 ):
     from grasp.train.config import GRPOSettings, TrainConfig
-    from grasp.train.trainer import validate_config
+    from grasp.train.setup import validate_config
 
     for name in (
         "ACCELERATE_USE_FSDP",

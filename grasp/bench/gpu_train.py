@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grasp.models import MODEL_CONFIG_FILE
 from grasp.paths import REPO_ROOT
+from grasp.train.run_folder import RunFolder
 
 QUESTIONS = 16
 """Bundled HotpotQA training questions the runs use (half train, half eval: the smoke split)."""
@@ -105,7 +107,7 @@ def prepare(setup: TrainSetup, policy_tokenizer: Path | None, encoder_tokenizer:
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     setup.work.mkdir(parents=True, exist_ok=True)
-    if not (setup.policy / "config.json").is_file():
+    if not (setup.policy / MODEL_CONFIG_FILE).is_file():
         tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(policy_tokenizer))
         shape = DRY_POLICY if setup.dry_run else POLICY
         config = Qwen2Config(
@@ -249,8 +251,9 @@ def _resumed_from(log_text: str) -> str | None:
 def read_run(run_dir: Path) -> dict[str, Any]:
     """Per step: step, rollout and update seconds, peak GPU memory and reward spread (from
     ``metrics.jsonl``); the checkpoints, the warm start's summary and the precision."""
+    folder = RunFolder(run_dir)
     steps = []
-    metrics = run_dir / "metrics.jsonl"
+    metrics = folder.metrics_file
     lines = metrics.read_text().splitlines() if metrics.is_file() else []
     for line in lines:
         try:
@@ -272,16 +275,16 @@ def read_run(run_dir: Path) -> dict[str, Any]:
                 "parse_error_rate": record.get("tools/parse_error_rate"),
             }
         )
-    results_file = run_dir / "results.json"
-    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
-    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    results = folder.read_results()
+    warm = results.warm_start if results is not None else None
+    checkpoints = sorted(p.name for p in folder.checkpoints_dir.glob("checkpoint-*"))
     return {
         "steps": steps,
         "checkpoints": checkpoints,
-        "final": (run_dir / "final").is_dir(),
-        "warm_start": results.get("warm_start"),
-        "precision": results.get("precision"),
-        "trained_steps": results.get("steps"),
+        "final": folder.final_dir.is_dir(),
+        "warm_start": warm.to_json() if warm is not None else None,
+        "precision": results.precision if results is not None else None,
+        "trained_steps": results.steps if results is not None else None,
     }
 
 
@@ -298,7 +301,7 @@ def train_phase(
     if kind == "full":
         return train_run(setup, "full", lora=False, steps=STEPS, deadline=deadline)
     if kind == "resume":
-        if not (setup.run_dir("full") / "checkpoints").is_dir():
+        if not RunFolder(setup.run_dir("full")).checkpoints_dir.is_dir():
             return {"skipped": "the full run left no checkpoint to resume from"}
         return train_run(setup, "full", lora=False, steps=STEPS + 1, deadline=deadline)
     if kind == "lora":

@@ -46,7 +46,9 @@ from grasp.eval.jsonl import end_last_line, read_appended
 from grasp.eval.judge import JUDGE_CACHE_FILE, Judge, judge_trajectories
 from grasp.eval.ladder import ladder_markdown, ladder_section
 from grasp.eval.results import (
+    CONFIG_FILE,
     NOT_RECORDED,
+    RESULTS_FILE,
     DatasetEvaluation,
     DatasetResults,
     Mean,
@@ -220,7 +222,7 @@ def evaluate_policy(
     ``max_error_share`` of the episodes ended in a generation error.
     """
     with locked(out_dir):
-        check_or_write_config(out_dir / "config.json", fingerprint)
+        check_or_write_config(out_dir / CONFIG_FILE, fingerprint)
         rolled = roll_out(
             engine, questions, out_dir, batch_questions, save_tokens, provenance, max_error_share
         )
@@ -252,12 +254,10 @@ def evaluate_policy(
             ladder=ladder,
         )
         results = DatasetEvaluation(dataset, fingerprint, provenance)
-        earlier = (
-            None if rolled.rolled_out else _standing_results(out_dir / "results.json", results)
-        )
+        earlier = None if rolled.rolled_out else _standing_results(out_dir / RESULTS_FILE, results)
         if earlier is not None:  # the same results: they keep the provenance they were made with
             return EvaluationOutput(earlier, trajectories, scores)
-        write_atomic(out_dir / "results.json", json.dumps(results.to_json(), indent=2, default=str))
+        write_atomic(out_dir / RESULTS_FILE, json.dumps(results.to_json(), indent=2, default=str))
         title = f"Evaluation of {out_dir.name}"
         markdown = results_markdown(title, [(out_dir.name, dataset)], provenance or {}, fingerprint)
         markdown += ladder_markdown(out_dir.name, dataset)
@@ -440,7 +440,7 @@ def compress_finished(root: Path) -> list[Path]:
     so a folder an evaluation is writing is refused (EvaluationLockedError), never cut."""
     written = []
     for path in sorted(Path(root).rglob(TRAJECTORIES_FILE)):
-        if (path.parent / "results.json").is_file():
+        if (path.parent / RESULTS_FILE).is_file():
             with locked(path.parent):
                 written.append(compress(path))
     return written

@@ -34,7 +34,13 @@ from grasp.eval.provenance import (
     judge_identity,
     policy_identity,
 )
-from grasp.eval.results import DatasetResults, EvaluationResults, OverallResults, PooledResults
+from grasp.eval.results import (
+    RESULTS_FILE,
+    DatasetResults,
+    EvaluationResults,
+    OverallResults,
+    PooledResults,
+)
 from grasp.eval.summary import EpisodeScores, overall_summary
 from grasp.eval.tables import results_markdown
 from grasp.eval.transcript import transcript
@@ -189,7 +195,7 @@ def write_results(out: Path, results: EvaluationResults, title: str) -> None:
     """``out/results.json`` and ``out/results.md`` (printed too); the pooled and macro rows
     only when there are several datasets."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results.to_json(), indent=2, default=str))
+    (out / RESULTS_FILE).write_text(json.dumps(results.to_json(), indent=2, default=str))
     rows: list[tuple[str, Any]] = list(results.datasets.items())
     macro = None
     if len(rows) > 1:

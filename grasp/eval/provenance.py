@@ -19,7 +19,7 @@ from typing import Any
 
 from grasp.corpus.manifest import file_sha256
 from grasp.eval.judge import JudgeConfig, JudgeKind
-from grasp.models import WHEEL_PREFIX, ModelConfig, gguf_path, wheel_model
+from grasp.models import MODEL_CONFIG_FILE, WHEEL_PREFIX, ModelConfig, gguf_path, wheel_model
 from grasp.paths import REPO_ROOT
 from grasp.rollout.factory import PolicyConfig, PolicyKind
 
@@ -87,7 +87,7 @@ def model_identity(config: ModelConfig) -> dict[str, Any]:
         files = sorted(
             p
             for p in folder.iterdir()
-            if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == "config.json")
+            if p.is_file() and (p.suffix in WEIGHT_SUFFIXES or p.name == MODEL_CONFIG_FILE)
         )
         identity["sha256"] = {p.name: file_sha256(p) for p in files}
         return identity
@@ -144,7 +144,7 @@ def _cached_revision(repo_id: str) -> str:
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        found = try_to_load_from_cache(repo_id, "config.json")
+        found = try_to_load_from_cache(repo_id, MODEL_CONFIG_FILE)
     except ValueError:  # not a valid repo id
         return "not cached"
     if isinstance(found, str):

@@ -11,6 +11,10 @@ Fields added after results were committed (``newer_field``) default to None, "no
 when a file lacks them; such a field is left out of ``to_json`` while it is None, so a file
 read back is written out as it was. A key that no field names is an error: a file written by
 other code is not silently half read.
+
+An evaluation folder's file names are spelled here (``RESULTS_FILE``, ``CONFIG_FILE``), once:
+every module that writes or reads one imports them (grasp/train/run_folder.py does the same
+for a training run's folder).
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 R = TypeVar("R", bound="JsonRecord")
+
+RESULTS_FILE = "results.json"
+"""In an evaluation folder (a dataset's, or the pooled one above them): its results, the types
+below."""
+CONFIG_FILE = "config.json"
+"""In an evaluation folder: the configuration that shapes its trajectories (its fingerprint)."""
 
 NOT_COMPUTED = "not computed"
 """JD when no judge is configured."""
@@ -36,9 +46,21 @@ Mean = float | str
 """A mean, or why there is none ("not computed", "not available", "not recorded")."""
 
 
+OMITTED_WHEN_NONE = "omitted_when_none"
+"""Field metadata: the key is left out of ``to_json`` while the field is None."""
+
+
 def newer_field() -> Any:
     """A field that results.json files written before it existed lack: None when absent."""
-    return field(default=None, metadata={"newer": True})
+    return field(default=None, metadata={OMITTED_WHEN_NONE: True})
+
+
+def optional_field(decode: Callable[[Any], Any] | None = None) -> Any:
+    """A field that some files lack by design (a run evaluated only after training has no
+    ``before``): None when absent, and left out of ``to_json`` while None, as a newer field is.
+    ``decode`` turns a present value into the field's type."""
+    metadata = {OMITTED_WHEN_NONE: True, **({"decode": decode} if decode is not None else {})}
+    return field(default=None, metadata=metadata)
 
 
 def _encode(value: Any) -> Any:
@@ -62,7 +84,7 @@ class JsonRecord:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
-            if value is None and f.metadata.get("newer"):
+            if value is None and f.metadata.get(OMITTED_WHEN_NONE):
                 continue
             out[f.name] = _encode(value)
         return out

@@ -8,7 +8,7 @@ that, and both are handled here.
   many lines. ``locked(folder)`` holds an exclusive ``flock`` on ``folder/.lock`` for as long
   as an evaluation writes there; a second one is refused at once, naming the holder. The
   kernel drops the lock when its process dies, so a ``kill -9`` never leaves a stale lock.
-  ``hold_lock`` is that lock for any folder (a training run's too: grasp/train/run_folder.py).
+  ``hold_lock`` is that lock for any folder (a training run's too: grasp/train/resume.py).
 - An episode may have several lines: a generation error (the backend failed: HTTP 5xx, no
   server, out of memory) is not an answer, so a resumed run rolls that episode out again and
   appends its new line; and a file may hold a repeated line (copied, concatenated, or written

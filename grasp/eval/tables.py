@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grasp.eval.results import (
+    CONFIG_FILE,
+    RESULTS_FILE,
     DatasetResults,
     Interval,
     MacroResults,
@@ -147,7 +149,7 @@ def _header(provenance: Mapping[str, Any], config: Mapping[str, Any]) -> list[st
         f"(seed {config.get('seed')}; all questions where fewer), tools [{tools}], "
         f"top-K {env.get('top_k')}, turn budget {env.get('turn_budget')}, "
         f"scope {env.get('scope')}",
-        "- configuration: `config` in results.json (per dataset also config.json)",
+        f"- configuration: `config` in {RESULTS_FILE} (per dataset also {CONFIG_FILE})",
         "- intervals: 95% bootstrap over questions (macro: stratified by dataset); "
         "SS recall: supporting-sentence recall, questions with sentence-level facts only",
         "- EM comparison / EM other: EM over comparison questions (type comparison or "

@@ -30,6 +30,8 @@ from grasp.eval.config_diff import as_json, config_differences, flatten, predate
 from grasp.eval.context import TokenCounter, context_tokens, read_trajectories
 from grasp.eval.jsonl import read_json
 from grasp.eval.paired import PAIRED_METRICS, PairedComparison, compare_folders
+from grasp.eval.results import RESULTS_FILE as EVALUATION_RESULTS_FILE
+from grasp.eval.results import DatasetResults, EvaluationResults, Summary
 from grasp.experiments.sweep import (
     RunStatus,
     escape_cell,
@@ -37,7 +39,9 @@ from grasp.experiments.sweep import (
     read_failure,
     write_table_files,
 )
+from grasp.metrics import ConfidenceInterval
 from grasp.reward import REWARD_TERMS, RewardConfig
+from grasp.train.run_folder import RunFolder
 from grasp.types import StrEnum, parse_enum
 
 
@@ -87,8 +91,6 @@ UNCOMPARED_FIELDS = (
 )
 """Where a run is written and logged, and where the same index is searched from."""
 
-RESULTS_FILE = "results.json"
-CONFIG_FILE = "config.json"
 DEV_EVAL_DIR = "eval_dev"
 """In a variant's run folder: its evaluation on the dev sets (scripts/evaluate.py's out)."""
 
@@ -114,10 +116,12 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
     different configuration is never finished (the trainer decides whether it can
     resume it or must refuse).
     """
-    config_file, results_file = run_dir / CONFIG_FILE, run_dir / RESULTS_FILE
-    if read_failure(run_dir) is not None or not results_file.exists() or not config_file.exists():
+    folder = RunFolder(run_dir)
+    if read_failure(run_dir) is not None or not folder.results_file.exists():
         return False
-    recorded = read_json(config_file)
+    recorded = folder.read_config()
+    if recorded is None:
+        return False
     absent = set(flatten(as_json(resolved))) - set(flatten(recorded))
     differing = [
         key
@@ -127,7 +131,7 @@ def is_finished(run_dir: Path, resolved: dict[str, Any]) -> bool:
     ]
     if differing:
         return False
-    steps = read_json(results_file).get("steps", 0)
+    steps = folder.recorded_steps() or 0
     return steps >= resolved["grpo"]["max_steps"]
 
 
@@ -141,8 +145,8 @@ class VariantRun:
     variant: Ablation
     run_dir: Path
     status: RunStatus
-    after: dict[str, Any] | None = None
-    """The evaluation after training (results.json "after"), for a finished run."""
+    after: DatasetResults | None = None
+    """The evaluation after training (results.json's ``after``), for a finished run."""
     steps: int | None = None
     """Optimizer steps the finished run took."""
     config: dict[str, Any] | None = None
@@ -151,14 +155,10 @@ class VariantRun:
     """What failed, for a failed run."""
     dev_status: RunStatus = RunStatus.MISSING
     """State of the evaluation on the dev sets (eval_dev/)."""
-    dev: dict[str, Any] | None = None
+    dev: EvaluationResults | None = None
     """That evaluation's results.json, once it finished."""
     dev_error: str | None = None
     """What failed, for a failed dev evaluation."""
-
-
-AFTER_KEYS = ("em", "f1", "recall", "read_recall", "reward", "tool_calls_per_episode")
-"""Keys of an evaluation that the comparison reads; a results.json without them is refused."""
 
 
 def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
@@ -169,28 +169,33 @@ def read_variant(sweep_dir: Path, variant: Ablation) -> VariantRun:
     run.dev_error = read_failure(dev_dir)
     if run.dev_error is not None:
         run.dev_status = RunStatus.FAILED
-    elif (dev_dir / RESULTS_FILE).exists():
-        run.dev_status, run.dev = RunStatus.FINISHED, read_json(dev_dir / RESULTS_FILE)
+    elif (dev_dir / EVALUATION_RESULTS_FILE).exists():
+        run.dev_status, run.dev = RunStatus.FINISHED, _read_evaluation(dev_dir)
     elif dev_dir.exists():
         run.dev_status = RunStatus.UNFINISHED
     return run
 
 
+def _read_evaluation(folder: Path) -> EvaluationResults:
+    """The dev evaluation in ``folder`` (scripts/evaluate.py's results.json); ValueError
+    naming the file when it is not one."""
+    path = folder / EVALUATION_RESULTS_FILE
+    try:
+        return EvaluationResults.from_json(read_json(path))
+    except (TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"{path}: not an evaluation's results ({error})") from None
+
+
 def _read_training(run_dir: Path, variant: Ablation) -> VariantRun:
-    config = read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).exists() else None
+    folder = RunFolder(run_dir)
+    config = folder.read_config()
     error = read_failure(run_dir)
     if error is not None:
         return VariantRun(variant, run_dir, RunStatus.FAILED, config=config, error=error)
-    if (run_dir / RESULTS_FILE).exists():
-        results = read_json(run_dir / RESULTS_FILE)
-        after = results.get("after")
-        if not isinstance(after, dict):
-            raise ValueError(f"{run_dir / RESULTS_FILE}: no 'after' evaluation")
-        absent = [k for k in AFTER_KEYS if k not in after]
-        if absent:
-            raise ValueError(f"{run_dir / RESULTS_FILE}: 'after' lacks {absent}")
-        steps = results.get("steps")
-        return VariantRun(variant, run_dir, RunStatus.FINISHED, after, steps, config)
+    results = folder.read_results()
+    if results is not None:
+        after = results.after.results
+        return VariantRun(variant, run_dir, RunStatus.FINISHED, after, results.steps, config)
     status = RunStatus.UNFINISHED if config is not None else RunStatus.MISSING
     return VariantRun(variant, run_dir, status, config=config)
 
@@ -216,8 +221,13 @@ FULL_WEIGHTS_TOTAL = "reward/total_at_full_weights"
 whose own ``reward/total`` leaves out the term they switch off."""
 _TERM_WEIGHTS = {f"reward/{term.name}": term.weight for term in REWARD_TERMS}
 """Each term's key and the RewardConfig field that weighs it (``grasp.reward``)."""
-_DEFAULT_WEIGHTS = {"no_answer_penalty": RewardConfig().no_answer_penalty}
-"""Weights added after committed runs were configured, at the default those runs ran with."""
+_DEFAULT_WEIGHTS = {
+    term.weight: getattr(RewardConfig(), term.weight)
+    for term in REWARD_TERMS
+    if term.sparse and term.weight is not None
+}
+"""Weights added after committed runs were configured (the terms added later, ``sparse``:
+no_answer_penalty, search_gain, search_cost), at the default those runs ran with."""
 
 
 def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
@@ -232,11 +242,11 @@ def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
         Column("reward/total", "R (own weights)", GROUPS[1]),
         Column(FULL_WEIGHTS_TOTAL, "R (full weights)", GROUPS[1]),
     ]
-    terms = {k for after in finished for k in after["reward"] if k != "reward/total"}
+    terms = {k for after in finished for k in after.reward if k != "reward/total"}
     for term in [*_TERM_WEIGHTS, *sorted(terms - set(_TERM_WEIGHTS))]:
         if term in terms:
             columns.append(Column(term, term.removeprefix("reward/"), GROUPS[1]))
-    tools = {k for after in finished for k in after["tool_calls_per_episode"]}
+    tools = {k for after in finished for k in after.tool_calls_per_episode}
     # Tools a variant offered but never called validly still get a column (0 calls).
     tools |= {str(t) for r in runs if r.config for t in r.config.get("env", {}).get("tools", [])}
     known = [str(t) for t in tool_names()]  # registered tools first, in registry order
@@ -247,16 +257,30 @@ def columns_for(runs: Sequence[VariantRun]) -> list[Column]:
     return columns
 
 
-def _values(after: dict[str, Any], reference_config: dict[str, Any] | None) -> dict[str, Any]:
-    """Every compared value of one evaluation, and its bootstrap interval where there is one."""
-    values: dict[str, Any] = {k: after[k] for k in ("em", "f1", "recall", "read_recall")}
-    values.update(after["reward"])
-    values[FULL_WEIGHTS_TOTAL] = _total_at(after["reward"], reference_config)
-    calls = after["tool_calls_per_episode"]
+@dataclass
+class Values:
+    """Every compared value of one evaluation, by column key, and its 95% bootstrap interval
+    (``[low, high]``) where the evaluation has one."""
+
+    values: dict[str, float | None]
+    ci: dict[str, list[float]]
+
+
+def _values(after: DatasetResults, reference_config: dict[str, Any] | None) -> Values:
+    """The compared values of the evaluation ``after`` (the reward at full weights with
+    ``reference_config``'s weights)."""
+    values: dict[str, float | None] = {k: getattr(after, k) for k in AFTER_METRICS}
+    values.update(after.reward)
+    values[FULL_WEIGHTS_TOTAL] = _total_at(after.reward, reference_config)
+    calls = after.tool_calls_per_episode
     values.update({f"tool_calls/{tool}": n for tool, n in calls.items()})
     values["tool_calls/total"] = float(sum(calls.values()))
-    intervals = {**after.get("ci", {}), **after.get("reward_ci", {})}
-    return {"values": values, "ci": {k: [v["low"], v["high"]] for k, v in intervals.items()}}
+    intervals = {**after.ci, **after.reward_ci}
+    return Values(values, {key: [ci.low, ci.high] for key, ci in intervals.items()})
+
+
+AFTER_METRICS = ("em", "f1", "recall", "read_recall")
+"""The answer and retrieval metrics compared, as ``DatasetResults`` fields."""
 
 
 def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) -> float | None:
@@ -267,7 +291,7 @@ def _total_at(terms: dict[str, float], reference_config: dict[str, Any] | None) 
     weights = reference_config.get("rollout", {}).get("reward", {})
     total = 0.0
     for term, weight_name in _TERM_WEIGHTS.items():
-        # A weight a config predates ran at its default (no_answer_penalty: 0).
+        # A weight a config predates ran at its default (no_answer_penalty...: 0).
         default = None if weight_name is None else _DEFAULT_WEIGHTS.get(weight_name)
         weight = 1.0 if weight_name is None else weights.get(weight_name, default)
         if weight is None or (weight and term not in terms):
@@ -341,7 +365,7 @@ def compare(
                 "status": str(run.status),
                 "run_dir": str(run.run_dir),
                 "steps": run.steps,
-                "eval_questions": run.after.get("questions") if run.after else None,
+                "eval_questions": run.after.questions if run.after else None,
                 "mismatch": _mismatch(run, reference),
                 "error": run.error,
                 "metrics": metrics,
@@ -367,7 +391,7 @@ def _pairing(run: VariantRun, reference: VariantRun) -> tuple[PairedComparison |
         return None, None
     if reference.dev is None:
         return None, "not paired: the full run has no finished dev evaluation"
-    mine, theirs = run.dev.get("config", {}), reference.dev.get("config", {})
+    mine, theirs = run.dev.config, reference.dev.config
     differing = [k for k in PAIRING_FIELDS if mine.get(k) != theirs.get(k)]
     if differing:
         return None, f"not paired: other questions than the full run's ({', '.join(differing)})"
@@ -389,24 +413,25 @@ def _dev_cells(
     cell: dict[str, Any] = {"status": str(run.dev_status), "error": run.dev_error, "scopes": {}}
     if run.dev is None:
         return cell
-    cell["n"] = run.dev.get("config", {}).get("n")
+    cell["n"] = run.dev.config.get("n")
     paired, cell["pairing"] = _pairing(run, reference)
-    summaries = {**run.dev["datasets"], POOLED: run.dev["overall"]["pooled"]}
+    summaries: dict[str, Summary] = {**run.dev.datasets, POOLED: run.dev.overall.pooled}
     for scope, summary in summaries.items():
         values = {}
         for metric in DEV_METRICS:
-            interval = summary.get("ci", {}).get(metric)
-            ci = [interval["low"], interval["high"]] if interval else None
-            values[metric] = {"value": summary[metric], "ci": ci, "delta": None, "delta_ci": None}
+            interval = summary.ci.get(metric)
+            ci = [interval.low, interval.high] if interval else None
+            value = getattr(summary, metric)
+            values[metric] = {"value": value, "ci": ci, "delta": None, "delta_ci": None}
         if paired is not None:
             differences = paired.pooled if scope == POOLED else paired.datasets.get(scope)
             for metric in PAIRED_METRICS if differences is not None else ():
                 d = differences[metric].difference
                 values[metric].update(delta=d.mean, delta_ci=[d.low, d.high], paired=d.n)
         cell["scopes"][scope] = {
-            "questions": summary.get("episodes"),
+            "questions": summary.episodes,
             "metrics": values,
-            "turns_per_episode": summary.get("turns_per_episode"),
+            "turns_per_episode": summary.turns_per_episode,
         }
     if count is not None:
         _add_context_tokens(cell["scopes"], run.run_dir / DEV_EVAL_DIR, count)
@@ -426,20 +451,20 @@ def _add_context_tokens(scopes: dict[str, Any], folder: Path, count: TokenCounte
         scopes[POOLED]["context_tokens"] = _interval_cell(context_tokens(pooled, count))
 
 
-def _interval_cell(interval) -> dict[str, Any]:
+def _interval_cell(interval: ConfidenceInterval) -> dict[str, Any]:
     return {"value": interval.mean, "ci": [interval.low, interval.high]}
 
 
-def _cell(key: str, cell: dict | None, reference: dict | None) -> dict[str, Any]:
+def _cell(key: str, cell: Values | None, reference: Values | None) -> dict[str, Any]:
     """One row's entry for one column: value, delta against the reference, interval."""
     if cell is None:
         return {"value": None, "delta": None, "ci": None}
     # A tool the variant never called was called 0 times per episode (not unknown).
     default = 0.0 if key.startswith("tool_calls/") else None
-    value = cell["values"].get(key, default)
-    base = reference["values"].get(key, default) if reference is not None else None
+    value = cell.values.get(key, default)
+    base = reference.values.get(key, default) if reference is not None else None
     delta = value - base if value is not None and base is not None else None
-    return {"value": value, "delta": delta, "ci": cell["ci"].get(key)}
+    return {"value": value, "delta": delta, "ci": cell.ci.get(key)}
 
 
 def render_markdown(comparison: Comparison) -> str:

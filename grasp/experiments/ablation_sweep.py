@@ -20,13 +20,15 @@ from omegaconf import OmegaConf
 
 from grasp.eval.config_diff import config_differences
 from grasp.eval.context import token_counter
-from grasp.eval.jsonl import read_json
+from grasp.eval.results import RESULTS_FILE as EVALUATION_RESULTS_FILE
 from grasp.experiments.ablation import DEV_EVAL_DIR, Ablation, is_finished, write_comparison
 from grasp.experiments.config import AblateConfig
 from grasp.experiments.sweep import job_overrides, read_failure, run_job
+from grasp.models import MODEL_CONFIG_FILE
 from grasp.paths import REPO_ROOT
 from grasp.structured import to_dataclass
 from grasp.train.config import TrainConfig
+from grasp.train.run_folder import WARM_START_DIR, RunFolder
 from grasp.train.warm_start import DONE_MARKER, MODEL_DIR
 
 log = logging.getLogger("ablate")
@@ -54,7 +56,6 @@ def variant_config(overrides: list[str]) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-WARM_START_DIR = "warm_start"
 SHARED_FROM_FILE = "shared_from.json"
 """In a variant's warm_start/ when it is the full run's (``share_warm_start``)."""
 
@@ -75,14 +76,14 @@ def share_warm_start(sweep_dir: Path, variant: Ablation, resolved: dict[str, Any
     warm_start/ of its own keeps it. True if shared."""
     if variant is Ablation.NONE or not resolved.get("warm_start", {}).get("enabled"):
         return False
-    full_dir = sweep_dir / str(Ablation.NONE)
-    source, target = full_dir / WARM_START_DIR, sweep_dir / str(variant) / WARM_START_DIR
+    full = RunFolder(sweep_dir / str(Ablation.NONE))
+    source, target = full.warm_start_dir, RunFolder(sweep_dir / str(variant)).warm_start_dir
     if target.exists() or not (source / DONE_MARKER).is_file():
         return False
-    if not (source / MODEL_DIR / "config.json").is_file():
+    if not (source / MODEL_DIR / MODEL_CONFIG_FILE).is_file():
         log.info("%s: not sharing %s, which holds no model: warm-starting anew", variant, source)
         return False
-    differences = config_differences(resolved, read_json(full_dir / "config.json"))
+    differences = config_differences(resolved, full.read_config() or {})
     if not warm_start_unchanged(differences):
         log.info(
             "%s: not sharing %s, whose run differs in %s: warm-starting anew",
@@ -94,7 +95,7 @@ def share_warm_start(sweep_dir: Path, variant: Ablation, resolved: dict[str, Any
     partial = target.with_name(f"{WARM_START_DIR}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(source, partial)
-    shared = {"run_dir": str(full_dir), "config_differences": differences}
+    shared = {"run_dir": str(full.path), "config_differences": differences}
     (partial / SHARED_FROM_FILE).write_text(json.dumps(shared, indent=2) + "\n")
     partial.rename(target)  # whole or absent: the marker never appears before the model
     log.info("%s: warm start shared from %s (differences: %s)", variant, source, differences)
@@ -140,7 +141,7 @@ DEV_KEY_FILE = "evaluated.json"
 def dev_eval_key(config: AblateConfig, run_dir: Path) -> dict[str, Any]:
     """What a dev evaluation of ``run_dir`` must have been run with to count as this one:
     the questions per dataset, the datasets and the trained model's step."""
-    steps = read_json(run_dir / "results.json").get("steps")
+    steps = RunFolder(run_dir).recorded_steps()
     return {"n": config.dev_n, "datasets": [str(d) for d in config.dev_datasets], "steps": steps}
 
 
@@ -157,7 +158,7 @@ def dev_eval_done(config: AblateConfig, run_dir: Path) -> bool:
     """True when ``<run_dir>/eval_dev`` holds a finished evaluation, without a later failure,
     of these datasets and n and of the model the run now holds."""
     out = run_dir / DEV_EVAL_DIR
-    if not (out / "results.json").exists() or read_failure(out) is not None:
+    if not (out / EVALUATION_RESULTS_FILE).exists() or read_failure(out) is not None:
         return False
     return recorded_dev_key(out) == dev_eval_key(config, run_dir)
 

@@ -37,6 +37,7 @@ from grasp.experiments.sweep import job_overrides, run_job
 from grasp.experiments.trained import fixed_by_run, for_trained_run
 from grasp.paths import REPO_ROOT
 from grasp.structured import to_dataclass
+from grasp.train.run_folder import RunFolder
 
 log = logging.getLogger("baselines")
 
@@ -88,7 +89,7 @@ def plan_trained(
     for name, row in config.trained.items():
         run_dir = Path(config.sweep_dir) / name
         overrides = [*kept, f"run_dir={row.run_dir}", f"stage={row.stage}", f"out={run_dir}"]
-        if not (Path(row.run_dir) / "config.json").is_file():
+        if not RunFolder(Path(row.run_dir)).config_file.is_file():
             reason = f"no training run in {row.run_dir}"
             planned.append((PlannedBaseline(name, run_dir, not_run=reason, label=row.label), []))
             continue

@@ -23,23 +23,28 @@ from typing import TypeVar
 from omegaconf import OmegaConf
 
 from grasp.eval.config import PolicyRunConfig
+from grasp.models import MODEL_CONFIG_FILE
 from grasp.rollout.adapters import ADAPTER_CONFIG
 from grasp.rollout.factory import PolicyConfig
 from grasp.train.config import TrainConfig
+from grasp.train.run_folder import CONFIG_FILE, FINAL_DIR, WARM_START_DIR, RunFolder
+from grasp.train.warm_start import ADAPTER_DIR, MODEL_DIR
 
 RunConfig = TypeVar("RunConfig", bound=PolicyRunConfig)
 """The config of an entry point that plays a policy (EvaluateConfig, RobustnessConfig)."""
 RUN_OWNED = ("env", "rollout", "index", "policy", "baseline")
 """Config groups a trained run fixes; an override of any of them beside run_dir= is refused."""
-FINAL = "final"
-WARM_START = "warm_start"
+FINAL = FINAL_DIR
+"""The stage of the trained policy: the run's final/."""
+WARM_START = WARM_START_DIR
+"""The stage of the warm-started policy GRPO began from: the run's warm_start/."""
 
 
 def load_train_config(run_dir: Path) -> TrainConfig:
     """The run's training configuration, from its ``config.json``."""
-    path = run_dir / "config.json"
+    path = RunFolder(run_dir).config_file
     if not path.is_file():
-        raise FileNotFoundError(f"run_dir={run_dir}: no config.json (is it a training run?)")
+        raise FileNotFoundError(f"run_dir={run_dir}: no {CONFIG_FILE} (is it a training run?)")
     try:
         resolved = json.loads(path.read_text())
     except json.JSONDecodeError as error:
@@ -47,7 +52,12 @@ def load_train_config(run_dir: Path) -> TrainConfig:
             f"{path} is not valid JSON ({error}); the run folder is damaged"
         ) from error
     merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(resolved))
-    return OmegaConf.to_object(merged)
+    train = OmegaConf.to_object(merged)
+    if "reuse_cache" not in resolved.get("grpo", {}):
+        # Written before grpo.reuse_cache: the run prefilled every turn whole, as its
+        # evaluation must, whatever the field's default is now.
+        train = replace(train, grpo=replace(train.grpo, reuse_cache=False))
+    return train
 
 
 def fixed_by_run(override: str) -> bool:
@@ -61,32 +71,33 @@ def check_overrides(overrides: Sequence[str]) -> None:
     if clashing:
         raise ValueError(
             f"{clashing} would change what the trained run fixes ({', '.join(RUN_OWNED)} come "
-            "from its config.json): drop them, or evaluate the model as an ordinary policy"
+            f"from its {CONFIG_FILE}): drop them, or evaluate the model as an ordinary policy"
         )
 
 
 def stage_policy(run_dir: Path, stage: str, train: TrainConfig, base: PolicyConfig) -> PolicyConfig:
     """The hf policy of one stage of the run: the model and the adapters to apply to it."""
+    folder = RunFolder(run_dir)
     model = train.model
     adapters: list[str] = []
     if train.warm_start.enabled:
-        warm = run_dir / "warm_start"
-        if (warm / "adapter" / ADAPTER_CONFIG).is_file():
-            adapters.append(str(warm / "adapter"))
-        elif (warm / "model" / "config.json").is_file():
-            model = replace(model, name=str(warm / "model"))
+        warm = folder.warm_start_dir
+        if (warm / ADAPTER_DIR / ADAPTER_CONFIG).is_file():
+            adapters.append(str(warm / ADAPTER_DIR))
+        elif (warm / MODEL_DIR / MODEL_CONFIG_FILE).is_file():
+            model = replace(model, name=str(warm / MODEL_DIR))
         else:
             raise FileNotFoundError(f"{warm} holds neither the warm start's adapter nor its model")
     elif stage == WARM_START:
         raise ValueError(f"stage=warm_start: the run in {run_dir} has no warm start")
     if stage != WARM_START:
-        folder = run_dir / FINAL if stage == FINAL else run_dir / "checkpoints" / stage
-        if not folder.is_dir():
-            raise FileNotFoundError(f"stage={stage}: {folder} does not exist")
+        weights = folder.final_dir if stage == FINAL else folder.checkpoints_dir / stage
+        if not weights.is_dir():
+            raise FileNotFoundError(f"stage={stage}: {weights} does not exist")
         if train.grpo.lora.enabled:
-            adapters.append(str(folder))
+            adapters.append(str(weights))
         else:
-            model, adapters = replace(model, name=str(folder)), []
+            model, adapters = replace(model, name=str(weights)), []
     return replace(
         base, kind="hf", model=model, adapters=adapters, reuse_cache=train.grpo.reuse_cache
     )

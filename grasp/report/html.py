@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grasp.env.episode import TurnRecord
+from grasp.eval.results import RESULTS_FILE as EVALUATION_RESULTS_FILE
 from grasp.report.assets import CSS, JS
 from grasp.report.figures import (
     dev_curve_figure,
@@ -40,6 +41,7 @@ from grasp.report.load import (
 )
 from grasp.report.tables import config_facts, results_table
 from grasp.rollout.trajectory import Trajectory
+from grasp.train.run_folder import CONFIG_FILE, DEV_CURVE_FILE, METRICS_FILE
 from grasp.types import KEYWORD_EVIDENCE, SEMANTIC_EVIDENCE, evidence_kinds_in_order
 
 EVIDENCE_LABELS = {SEMANTIC_EVIDENCE: "semantic hits", KEYWORD_EVIDENCE: "keyword hits"}
@@ -122,7 +124,7 @@ def _overview(run: RunData) -> str:
 def _results(run: RunData) -> str:
     evaluations = [e for e in run.evaluations if e.results is not None]
     if not evaluations:
-        return '<p class="muted">No results.json to show.</p>'
+        return f'<p class="muted">No {EVALUATION_RESULTS_FILE} to show.</p>'
     intro = (
         '<p class="muted">Means over episodes; brackets are 95% bootstrap intervals over '
         "questions. Recall counts gold paragraphs found by any tool.</p>"
@@ -140,10 +142,10 @@ def _training(run: RunData) -> str:
     if run.kind is RunKind.EVALUATION:
         return '<p class="muted">An evaluation directory has no training curves.</p>'
     if not run.metrics:
-        return '<p class="muted">metrics.jsonl has no training step yet.</p>'
+        return f'<p class="muted">{METRICS_FILE} has no training step yet.</p>'
     rewards = _figure(
         reward_figure(run.metrics),
-        "Reward and its terms per step, averaged over the step's episodes (metrics.jsonl).",
+        f"Reward and its terms per step, averaged over the step's episodes ({METRICS_FILE}).",
     )
     tools = _figure(
         tool_use_figure(run.metrics, tools=run_tools(run)),
@@ -152,7 +154,7 @@ def _training(run: RunData) -> str:
     )
     dev = _figure(
         dev_curve_figure(run.dev_curve),
-        "The dev learning curve (dev_curve.jsonl): the same held-out dev questions played "
+        f"The dev learning curve ({DEV_CURVE_FILE}): the same held-out dev questions played "
         "greedily every few steps, under the training reward, pooled over their datasets.",
     )
     return (rewards + tools + dev) or '<p class="muted">No reward or tool metrics were logged.</p>'
@@ -328,6 +330,6 @@ def _ending(trajectory: Trajectory, gold: set[int]) -> str:
 
 def _config(run: RunData) -> str:
     if run.config is None:
-        return '<p class="muted">No config.json.</p>'
+        return f'<p class="muted">No {CONFIG_FILE}.</p>'
     text = json.dumps(run.config, indent=2, sort_keys=True, default=str)
-    return f"<details><summary>config.json</summary><pre>{esc(text)}</pre></details>"
+    return f"<details><summary>{CONFIG_FILE}</summary><pre>{esc(text)}</pre></details>"

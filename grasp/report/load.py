@@ -18,7 +18,6 @@ episode's outcome, and recall by number of turns used.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,18 +26,26 @@ from typing import Any
 from grasp.compressed import read_text, stored_path
 from grasp.env.episode import INVALID_CALL
 from grasp.eval.jsonl import read_json
+from grasp.eval.results import CONFIG_FILE as EVALUATION_CONFIG_FILE
+from grasp.eval.results import RESULTS_FILE as EVALUATION_RESULTS_FILE
 from grasp.eval.results import DatasetEvaluation, DatasetResults, EvaluationResults, PooledResults
 from grasp.eval.resume import collect
 from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
-from grasp.train.metrics_log import METRICS_FILE, read_dev_curve, read_metrics
+from grasp.train.metrics_log import read_dev_curve, read_metrics
+from grasp.train.run_folder import (
+    EVAL_AFTER_DIR,
+    EVAL_BEFORE_DIR,
+    METRICS_FILE,
+    TRAJECTORIES_DIR,
+    WEIGHTS_STEP_KEY,
+    RunFolder,
+    RunResults,
+)
 from grasp.types import StrEnum
 
-RESULTS_FILE = "results.json"
-CONFIG_FILE = "config.json"
-EVALUATION_FOLDERS = (("eval_before", "before training"), ("eval_after", "after training"))
+EVALUATION_FOLDERS = ((EVAL_BEFORE_DIR, "before training"), (EVAL_AFTER_DIR, "after training"))
 """A training run's evaluation folders, in report order, with their labels."""
-_STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
 
 
 class RunDirectoryError(ValueError):
@@ -90,7 +97,7 @@ class RunData:
     kind: RunKind
     config: dict[str, Any] | None
     """config.json (the resolved configuration), when present."""
-    results: dict[str, Any] | None
+    results: RunResults | None
     """A training run's top-level results.json (experiment, steps, before, after, delta)."""
     metrics: list[dict[str, Any]]
     """metrics.jsonl records of training steps (those with reward/total), by step."""
@@ -116,7 +123,8 @@ class RunData:
 
     @property
     def title(self) -> str:
-        experiment = (self.results or {}).get("experiment") or (self.config or {}).get("experiment")
+        experiment = self.results.experiment if self.results is not None else None
+        experiment = experiment or (self.config or {}).get("experiment")
         return f"{experiment} ({self.path.name})" if experiment else self.path.name
 
 
@@ -125,25 +133,28 @@ def load_run(path: Path) -> RunData:
     path = Path(path)
     if not path.is_dir():
         raise RunDirectoryError(f"{path} is not a directory")
-    training = (path / METRICS_FILE).exists() or any(
+    folder = RunFolder(path)
+    training = folder.metrics_file.exists() or any(
         (path / name).is_dir() for name, _ in EVALUATION_FOLDERS
     )
     if training:
-        return _load_training(path)
-    if (path / RESULTS_FILE).exists() or stored_path(path / TRAJECTORIES_FILE):
+        return _load_training(folder)
+    if (path / EVALUATION_RESULTS_FILE).exists() or stored_path(path / TRAJECTORIES_FILE):
         return _load_evaluation(path)
     raise RunDirectoryError(
-        f"{path} is neither a training run directory ({METRICS_FILE}, eval_before/, eval_after/) "
-        f"nor an evaluation directory ({RESULTS_FILE}, {TRAJECTORIES_FILE})"
+        f"{path} is neither a training run directory ({METRICS_FILE}, {EVAL_BEFORE_DIR}/, "
+        f"{EVAL_AFTER_DIR}/) nor an evaluation directory ({EVALUATION_RESULTS_FILE}, "
+        f"{TRAJECTORIES_FILE})"
     )
 
 
-def _load_training(path: Path) -> RunData:
+def _load_training(run: RunFolder) -> RunData:
+    path = run.path
     notes = []
     try:
         records = read_metrics(path)
     except (json.JSONDecodeError, KeyError) as error:
-        raise RunDirectoryError(f"{path / METRICS_FILE}: unreadable record ({error})") from error
+        raise RunDirectoryError(f"{run.metrics_file}: unreadable record ({error})") from error
     metrics = [r for r in records if "reward/total" in r]
     if not metrics:
         notes.append(f"no training steps in {METRICS_FILE}: training curves omitted")
@@ -154,23 +165,19 @@ def _load_training(path: Path) -> RunData:
             evaluations.append(_evaluation_set(folder, name, label, notes))
         else:
             notes.append(f"no {name}/: the evaluation {label} is omitted")
-    steps = {}
-    for step_file in (path / "trajectories").glob("step_*.jsonl"):
-        match = _STEP_FILE.search(step_file.name)
-        if match:
-            steps[int(match.group(1))] = step_file
-    samples = [_step_sample(step, steps[step]) for step in sorted(steps)]
+    samples = [_step_sample(step, file) for step, file in run.trajectory_sample_files().items()]
     try:
         dev_curve = read_dev_curve(path)
-    except ValueError as error:
+        config, results = run.read_config(), run.read_results()
+    except ValueError as error:  # a RunFolderError among them
         raise RunDirectoryError(str(error)) from error
     if not samples:
-        notes.append("no trajectories/step_*.jsonl: no training samples to show")
+        notes.append(f"no {TRAJECTORIES_DIR}/step_*.jsonl: no training samples to show")
     return RunData(
         path=path,
         kind=RunKind.TRAINING,
-        config=_read_json(path / CONFIG_FILE),
-        results=_read_json(path / RESULTS_FILE),
+        config=config,
+        results=results,
         metrics=metrics,
         evaluations=evaluations,
         samples=samples,
@@ -183,7 +190,7 @@ def _step_sample(step: int, path: Path) -> TrajectorySet:
     """A training sample, labelled with the weights that played it when it says (a vLLM
     sample at step N shows the weights of step N-1)."""
     trajectories = read_trajectory_file(path)
-    weights = {t.extra.get("weights_step") for t in trajectories} - {None}
+    weights = {t.extra.get(WEIGHTS_STEP_KEY) for t in trajectories} - {None}
     label = f"sample at step {step}"
     if len(weights) == 1 and weights != {step}:
         label += f" (weights of step {weights.pop()})"
@@ -197,7 +204,7 @@ def _load_evaluation(path: Path) -> RunData:
     return RunData(
         path=path,
         kind=RunKind.EVALUATION,
-        config=_read_json(path / CONFIG_FILE),
+        config=_read_json(path / EVALUATION_CONFIG_FILE),
         results=None,
         metrics=[],
         evaluations=[evaluation],
@@ -207,9 +214,9 @@ def _load_evaluation(path: Path) -> RunData:
 
 
 def _evaluation_set(folder: Path, key: str, label: str, notes: list[str]) -> TrajectorySet:
-    results = read_results(folder / RESULTS_FILE)
+    results = read_results(folder / EVALUATION_RESULTS_FILE)
     if results is None:
-        notes.append(f"no {folder.name}/{RESULTS_FILE}: its results table is omitted")
+        notes.append(f"no {folder.name}/{EVALUATION_RESULTS_FILE}: its results table is omitted")
     trajectories: list[Trajectory] = []
     if stored_path(folder / TRAJECTORIES_FILE):
         # The trajectories the evaluation counted: one per episode (a retried generation

@@ -217,13 +217,12 @@ def config_facts(run: RunData) -> list[tuple[str, str]]:
         facts.append(("policy model", str(_get(policy, "model", "name"))))
     elif policy.get("kind") == "openai":
         facts.append(("policy model", str(policy.get("served_model"))))
-    results = run.results or {}
-    for label, key in (
-        ("training data", "data"),
-        ("training questions", "train_questions"),
-        ("evaluation questions", "eval_questions"),
-        ("steps trained", "steps"),
-    ):
-        if results.get(key) is not None:
-            facts.append((label, str(results[key])))
+    results = run.results
+    if results is not None:
+        facts += [
+            ("training data", results.data),
+            ("training questions", str(results.train_questions)),
+            ("evaluation questions", str(results.eval_questions)),
+            ("steps trained", str(results.steps)),
+        ]
     return facts

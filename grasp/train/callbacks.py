@@ -13,10 +13,9 @@ from transformers import TrainerCallback
 
 from grasp.eval.jsonl import end_last_line
 from grasp.reward import TERM_NAMES
-from grasp.train.metrics_log import METRICS_FILE, drop_records_after, read_metrics
+from grasp.train.metrics_log import drop_records_after
 from grasp.train.rollout_stats import ROLLOUT_SECONDS_KEY
-
-__all__ = ["METRICS_FILE", "MetricsFileCallback", "TrajectorySampleCallback", "read_metrics"]
+from grasp.train.run_folder import RunFolder
 
 LEFT_OUT = frozenset(f"rewards/{name}/mean" for name in TERM_NAMES)
 """TRL's keys that metrics.jsonl leaves out: each term's mean is there as ``reward/R_A``...
@@ -34,7 +33,7 @@ class MetricsFileCallback(TrainerCallback):
     """
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / METRICS_FILE
+        self.path = RunFolder(run_dir).metrics_file
         self._opened = False
         self._step_started = 0.0
         self._last_step_s = 0.0

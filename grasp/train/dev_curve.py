@@ -35,17 +35,15 @@ from grasp.env.environment import RetrievalEnvironment, check_top_k
 from grasp.eval.context import observation_tokens, read_trajectories
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version
+from grasp.eval.results import RESULTS_FILE
 from grasp.eval.summary import read_calls, summarize
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.config import DevCurveSettings
-from grasp.train.metrics_log import DEV_CURVE_FILE
 from grasp.train.plots import plot_run
+from grasp.train.run_folder import RunFolder
 from grasp.types import Question, StopReason
 
 log = logging.getLogger(__name__)
-
-CURVE_FILE = DEV_CURVE_FILE
-CURVE_DIR = "dev_curve"
 
 
 @dataclass
@@ -124,10 +122,6 @@ def build_dev_sets(
     return sets
 
 
-def step_dir(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / CURVE_DIR / f"step_{step:06d}"
-
-
 def reads(trajectory: Trajectory) -> tuple[int, int]:
     """Reads that ran and reads refused (a well-formed call its tool refused) of an episode:
     the evaluation's count (``grasp.eval.summary.read_calls``)."""
@@ -168,6 +162,7 @@ class DevCurve:
         fingerprint: dict[str, Any],
     ) -> None:
         self.run_dir = Path(run_dir)
+        self.folder = RunFolder(run_dir)
         self.dev_sets = dev_sets
         self.engine_for = engine_for
         """(environment, model) -> the greedy RolloutEngine of the run's evaluations."""
@@ -175,13 +170,13 @@ class DevCurve:
         self.fingerprint = fingerprint
 
     def done(self, step: int) -> bool:
-        folder = step_dir(self.run_dir, step)
-        return all((folder / s.dataset / "results.json").is_file() for s in self.dev_sets)
+        folder = self.folder.dev_curve_step_dir(step)
+        return all((folder / s.dataset / RESULTS_FILE).is_file() for s in self.dev_sets)
 
     def evaluate(self, step: int, model: Any) -> dict[str, Any]:
         """Play every curve question with ``model`` (resuming a step's folders), then rewrite
         the curve file; the step's line."""
-        folder = step_dir(self.run_dir, step)
+        folder = self.folder.dev_curve_step_dir(step)
         for dev in self.dev_sets:
             engine = self.engine_for(dev.env, model)
             fingerprint = {**self.fingerprint, "dev_curve_dataset": dev.dataset}
@@ -196,7 +191,7 @@ class DevCurve:
         return self.line(step)
 
     def line(self, step: int) -> dict[str, Any]:
-        folder = step_dir(self.run_dir, step)
+        folder = self.folder.dev_curve_step_dir(step)
         by_dataset = {dev.dataset: read_trajectories(folder / dev.dataset) for dev in self.dev_sets}
         pooled = [t for part in by_dataset.values() for t in part]
         return {
@@ -207,13 +202,9 @@ class DevCurve:
 
     def rewrite(self) -> None:
         """dev_curve.jsonl from every finished step folder, in step order."""
-        steps = sorted(
-            int(p.name.removeprefix("step_"))
-            for p in (self.run_dir / CURVE_DIR).glob("step_*")
-            if self.done(int(p.name.removeprefix("step_")))
-        )
+        steps = [step for step in self.folder.dev_curve_steps() if self.done(step)]
         lines = [json.dumps(self.line(step)) for step in steps]
-        (self.run_dir / CURVE_FILE).write_text("".join(line + "\n" for line in lines))
+        self.folder.dev_curve_file.write_text("".join(line + "\n" for line in lines))
 
 
 class DevCurveCallback(TrainerCallback):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grasp.train.config import GRPOSettings, TrainConfig, WandbMode
+from grasp.train.run_folder import RunFolder
 from grasp.train.trl_bridge import reward_weights, rollout_autocast
 
 
@@ -57,7 +58,7 @@ def grpo_args(config: TrainConfig, run_dir: Path, world_size: int = 1):
         else "gradient_checkpointing"
     )
     return GRPOConfig(
-        output_dir=str(run_dir / "checkpoints"),
+        output_dir=str(RunFolder(run_dir).checkpoints_dir),
         per_device_train_batch_size=per_device,
         gradient_accumulation_steps=grpo.gradient_accumulation_steps,
         num_generations=grpo.num_generations,

@@ -1,4 +1,5 @@
-"""The run directory's ``metrics.jsonl``: its name and its reader.
+"""The readers of a run directory's ``metrics.jsonl`` and ``dev_curve.jsonl`` (their names
+and places: grasp/train/run_folder.py).
 
 Kept apart from the trainer callbacks (which import transformers) so that reading a run,
 for plots and reports, costs no model-library import.
@@ -11,16 +12,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE = "metrics.jsonl"
-DEV_CURVE_FILE = "dev_curve.jsonl"
-"""The dev learning curve's lines, one per evaluated step (grasp/train/dev_curve.py)."""
+from grasp.train.run_folder import RunFolder
 
 log = logging.getLogger(__name__)
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """The records of ``metrics.jsonl``; after a resume, the last record of each step wins."""
-    path = run_dir / METRICS_FILE
+    path = RunFolder(run_dir).metrics_file
     if not path.exists():
         return []
     by_key: dict[tuple[int, bool], dict[str, Any]] = {}
@@ -43,7 +42,7 @@ def read_dev_curve(run_dir: Path) -> list[dict[str, Any]]:
 
     Each line is ``{"step": N, "pooled": {...}, "<dataset>": {...}}``; the file is rewritten
     whole from the step folders, so an unreadable line is an error, not a torn write."""
-    path = run_dir / DEV_CURVE_FILE
+    path = RunFolder(run_dir).dev_curve_file
     if not path.exists():
         return []
     lines = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from grasp.env.tools import default_tool_names
 from grasp.reward import TERM_NAMES
 from grasp.train.metrics_log import read_dev_curve, read_metrics
+from grasp.train.run_folder import RunFolder
 
 IMPORTANCE_SAMPLING_METRICS = (
     "sampling/importance_sampling_ratio/min",
@@ -125,7 +126,7 @@ def plot_run(run_dir: Path, window: int | None = None) -> Path | None:
         axis.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
     fig.tight_layout()
-    path = run_dir / "curves.png"
+    path = RunFolder(run_dir).curves_plot
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

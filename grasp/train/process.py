@@ -4,7 +4,8 @@ Under ``accelerate launch`` every process runs ``run_training``. The run directo
 once, by the main process: config.json, the warm start, eval_before/, eval_after/,
 results.json and curves.png (TRL's trainer gates its checkpoints and our metrics.jsonl
 callback itself). The other processes wait at each of those points (``wait_for_everyone``)
-and go on from what the main process wrote. Tests inject a ``RunProcess`` of their own.
+and go on from what the main process wrote (``MainWrites``). Tests inject a ``RunProcess`` of
+their own.
 
 A wait that can last long (the main process building the local index, or evaluating before
 and after training) goes through ``timed_barrier`` instead: a barrier with a timeout of its
@@ -18,10 +19,11 @@ What a training process needs from its environment is set here, by the entry poi
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from grasp.types import StrEnum
 
@@ -95,6 +97,32 @@ def timed_barrier(process: RunProcess, what: str, timeout_s: float) -> None:
         raise TimeoutError(
             f"waited {timeout_s:g} s for {what}, and not every process arrived: {error}"
         ) from error
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class MainWrites:
+    """A run's writes to its folder, as a launch of several processes makes them: the main
+    process writes, and every process then waits for it (``timed_barrier``, at most
+    ``wait_s``), so that the others go on from what it wrote."""
+
+    process: RunProcess
+    wait_s: float
+    """The longest wait for one write (``main_wait_s``)."""
+
+    @property
+    def main(self) -> bool:
+        return self.process.is_main_process
+
+    def then_everyone(self, what: str, write: Callable[[], T]) -> T | None:
+        """``write()`` on the main process, then every process waits for it, naming ``what``
+        if the wait times out; what ``write`` returned on the main process, None on the
+        others."""
+        written = write() if self.main else None
+        timed_barrier(self.process, what, self.wait_s)
+        return written
 
 
 def set_process_environment(wandb: WandbMode, run_dir: Path) -> None:

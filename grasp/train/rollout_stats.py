@@ -66,10 +66,6 @@ class RolloutRecord:
         return cls(step, process_index, training, question_ids, group_ids)
 
 
-ROLLOUTS_DIR = "rollouts"
-"""In the run directory: one ``process-<i>.jsonl`` of ``RolloutRecord`` lines per process."""
-
-
 def trained_trace(trace: TokenTrace | None, end_of_turn_id: int) -> TokenTrace:
     """The trace TRL gets: an episode that generated nothing (its first turn failed) gets one
     masked end-of-turn id as its completion.

@@ -1,250 +1,272 @@
-"""A run folder's identity and resume rules: which configuration it holds, how far it trained,
-which checkpoint resumes it, which evaluations of it still stand, and who is training it.
+"""A training run's folder as a format: every path in it, spelled here once, and its typed
+results.json (``RunResults``), as grasp/eval/results.py is an evaluation folder's.
 
-    <run_dir>/config.json                 the resolved configuration; another one is refused
-                                          (``check_same_run``) except ``RESUMABLE_CHANGES``
-    <run_dir>/checkpoints/checkpoint-N/   ``latest_checkpoint``: the complete one of highest N
-    <run_dir>/results.json                its ``steps``: how far a finished run trained
-    <run_dir>/final/                      the finished run's model (``check_finished``)
-    <run_dir>/eval_after/model_step.txt   the step ``eval_after/`` evaluated (``AFTER_STEP_FILE``)
-    <run_dir>/.lock                       held by the process training the folder (``run_lock``)
+    <run_dir>/config.json                  the resolved configuration (grasp/train/resume.py
+                                           refuses another one)
+    <run_dir>/results.json                 ``RunResults``: the evaluations and how far it trained
+    <run_dir>/metrics.jsonl                one record per logged step (grasp/train/metrics_log.py)
+    <run_dir>/curves.png                   the training curves (grasp/train/plots.py)
+    <run_dir>/dev_curve.jsonl              the dev curve, one line per evaluated step
+    <run_dir>/dev_curve/step_N/<dataset>/  an evaluation folder per step and dataset
+    <run_dir>/eval_before/, eval_after/    evaluation folders (grasp/eval/results.py); in
+                                           eval_after/, model_step.txt: the step it evaluated
+    <run_dir>/rollouts/process-<i>.jsonl   which process rolled out which questions
+    <run_dir>/trajectories/step_N.jsonl    the fixed sample of evaluation questions at step N
+    <run_dir>/checkpoints/checkpoint-N/    TRL's checkpoints (``latest_checkpoint``)
+    <run_dir>/final/                       the trained model: a LoRA adapter or a full model
+    <run_dir>/warm_start/                  the warm start (its own files: grasp/train/warm_start.py)
+    <run_dir>/.lock                        held by the process training the folder
 
-A run is finished when its results.json says it trained to ``grpo.max_steps`` and its final/
-is there: rerun, it says so and does nothing (committed runs are kept so: final/, no
-checkpoints/). Trained further, it goes on from its checkpoint of that step; without one it is
-refused, naming it, rather than trained again from step 0 over the finished run.
-
-Nothing here trains or loads a model but ``load_final_weights``; grasp/train/trainer.py runs
-the checks, under the run's lock, before the run folder's first file is written.
+Training, experiments, reports, benchmarks and scripts build these paths with ``RunFolder``
+(``RunFolder(run_dir).results_file``) and read results.json as ``RunResults``;
+tests/train/test_run_folder_format.py fails when another module spells one of the names.
+Importing this module loads no model library: reports read runs through it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import json
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grasp.eval.config_diff import config_differences
-from grasp.eval.resume import LOCK_FILE, FolderLockedError, hold_lock
-from grasp.train.config import TrainConfig
+from grasp.eval.results import DatasetEvaluation, JsonRecord, newer_field, optional_field
+from grasp.eval.resume import LOCK_FILE
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 RESULTS_FILE = "results.json"
-FINAL_DIR = "final"
-CHECKPOINTS_DIR = "checkpoints"
-
-
-class RunLockedError(FolderLockedError):
-    """Another process is training the run folder."""
-
-
-class RunFinishedError(ValueError):
-    """The run folder holds a finished run that cannot go on as asked (what is missing named)."""
-
-
-class NotATrainingRunError(ValueError):
-    """``run_dir`` names a folder that is not a training run's (an evaluation's, say)."""
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir``'s lock for the block (a whole run); RunLockedError at once, naming the
-    holder, when another process holds it.
-
-    Two processes training one folder would both train every step (metrics.jsonl: 1, 1, 2,
-    2...). The lock file goes with the lock (``hold_lock(remove=True)``), and a folder made for
-    the lock alone goes too when nothing else was written in it: a rerun of a finished run, or
-    a start refused by its checks, leaves the folder as it found it. A killed holder's file
-    stays, naming it, and blocks nothing (the kernel dropped its lock)."""
-    created = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-    def refusal(holder: str, path: Path) -> FolderLockedError:
-        return RunLockedError(
-            f"{run_dir} is being trained by another process ({holder}; lock {path}): wait "
-            "for it to finish, or choose another run_dir="
-        )
-
-    try:
-        with hold_lock(run_dir / LOCK_FILE, refusal, remove=True):
-            yield
-    finally:
-        if created:
-            with contextlib.suppress(OSError):  # not empty: the run wrote its files
-                run_dir.rmdir()
-
-
-def check_training_run(run_dir: Path) -> None:
-    """Refuse a ``run_dir`` whose config.json is not a training run's (an evaluation's folder
-    has one too, with fields no TrainConfig has: it failed later as a ConfigKeyError).
-
-    Raises:
-        FileNotFoundError: no config.json there.
-        NotATrainingRunError: its config.json records fields a training run's does not.
-    """
-    path = run_dir / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"run_dir={run_dir}: no config.json (is it a training run?)")
-    recorded = json.loads(path.read_text())
-    _check_training_config(run_dir, recorded)
-
-
-def _check_training_config(run_dir: Path, recorded: Any) -> None:
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    foreign = sorted(set(recorded) - names) if isinstance(recorded, dict) else []
-    if not isinstance(recorded, dict) or foreign or "grpo" not in recorded:
-        what = f"records {foreign}, which" if foreign else "has no grpo settings, which"
-        raise NotATrainingRunError(
-            f"run_dir={run_dir} is not a training run: its config.json {what} no training "
-            "run's does (an evaluation's folder?); give a folder scripts/train.py wrote"
-        )
-
-
-def check_finished(run_dir: Path, max_steps: int) -> bool:
-    """True when the run in ``run_dir`` is finished at ``max_steps`` (logged): nothing to do,
-    and nothing in the folder may change. False for a run to train or resume.
-
-    A run's results.json says it trained to step S; training on (``max_steps`` above S, or
-    final/ gone) needs its checkpoint of step S: without one, training would start again
-    from an earlier step (0 with no checkpoint) over the finished run, so it is refused.
-    Call after ``check_trained_steps`` (S above ``max_steps`` is refused there).
-
-    Raises:
-        RunFinishedError: the run cannot go on as asked, naming the checkpoint it lacks.
-    """
-    steps = _results_steps(run_dir)
-    if steps is None:
-        return False
-    final = (run_dir / FINAL_DIR).is_dir()
-    last = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
-    needed = run_dir / CHECKPOINTS_DIR / f"checkpoint-{steps}"
-    if final and steps >= max_steps:
-        go_on = (
-            f"it goes on from {last.path}"
-            if last is not None and last.step >= steps
-            else f"that needs {needed}, which this folder does not hold"
-        )
-        log.info(
-            "%s is finished: trained to step %d of grpo.max_steps=%d (results.json and final/); "
-            "nothing to do. To train on, raise grpo.max_steps: %s",
-            run_dir,
-            steps,
-            max_steps,
-            go_on,
-        )
-        return True
-    if last is not None and last.step >= steps:
-        return False
-    raise RunFinishedError(_cannot_go_on(run_dir, steps, max_steps, final, last))
-
-
-def _cannot_go_on(
-    run_dir: Path, steps: int, max_steps: int, final: bool, last: Checkpoint | None
-) -> str:
-    """Why the run finished at ``steps`` cannot go on, and what would let it."""
-    evidence = "results.json, final/" if final else "results.json; final/ is missing"
-    asks = f", and grpo.max_steps={max_steps} asks for more" if max_steps > steps else ""
-    held = f"holds {last.path.name}" if last is not None else "holds none"
-    needed = run_dir / CHECKPOINTS_DIR / f"checkpoint-{steps}"
-    remedies = [f"Put the run's checkpoint-{steps} back in {CHECKPOINTS_DIR}/"]
-    if final:
-        remedies.append(f"keep grpo.max_steps={steps} (nothing to do)")
-    else:
-        remedies.append(f"put its {FINAL_DIR}/ back (then there is nothing to do)")
-    remedies.append("choose another run_dir=")
-    return (
-        f"{run_dir} holds a run finished at step {steps} ({evidence}){asks}, but {needed} is "
-        f"missing ({CHECKPOINTS_DIR}/ {held}): training would start again from step "
-        f"{last.step if last is not None else 0} over the finished run. {', or '.join(remedies)}"
-    )
-
-
-def _results_steps(run_dir: Path) -> int | None:
-    """The ``steps`` of ``run_dir``'s results.json; None without a readable one."""
-    results = run_dir / RESULTS_FILE
-    try:
-        steps = json.loads(results.read_text()).get("steps") if results.is_file() else None
-    except (OSError, ValueError, AttributeError):  # unreadable, or not a JSON object
-        return None
-    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
-
-
-def trained_steps(run_dir: Path) -> tuple[int, Path] | None:
-    """The step the run in ``run_dir`` was trained to, and the file that says so (its latest
-    complete checkpoint, or its results.json when that is later: the last step of a run
-    saved every few steps has no checkpoint); None for a run not trained yet."""
-    found = []
-    last = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
-    if last is not None:
-        found.append((last.step, last.path))
-    steps = _results_steps(run_dir)
-    if steps is not None:
-        found.append((steps, run_dir / RESULTS_FILE))
-    return max(found, key=lambda item: item[0]) if found else None
-
-
-def check_trained_steps(run_dir: Path, max_steps: int) -> None:
-    """Refuse ``grpo.max_steps`` below the step the run was trained to (writes nothing).
-
-    Training cannot go back: such a rerun would train nothing while its config.json said
-    fewer steps than its checkpoints, final/ and results.json describe."""
-    trained = trained_steps(run_dir)
-    if trained is not None and trained[0] > max_steps:
-        step, source = trained
-        raise ValueError(
-            f"{run_dir} holds a run trained to step {step} ({source}), more than "
-            f"grpo.max_steps={max_steps}: a run cannot be trained back to fewer steps. Set "
-            f"grpo.max_steps={step} (or more, to train on), or choose another run_dir="
-        )
-
-
-def evaluation_fingerprint(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What an evaluation folder of a run must match to resume (its config.json): the run's
-    resolved settings, less those a resumed run may change (``RESUMABLE_CHANGES``: training
-    longer must not invalidate the evaluation before training)."""
-    return _without(resolved, RESUMABLE_CHANGES)
-
-
-def folder_fingerprint(out_dir: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
-    """``fingerprint`` with the values ``out_dir``'s config.json records for fields of
-    ``RESUMABLE_CHANGES``, if it records any.
-
-    An evaluation folder written before a field became resumable (``run_dir``: a moved run)
-    records the field; it shapes no trajectory, so its recorded value is no difference and
-    the evaluation resumes (and restates its results) where it would otherwise be refused."""
-    try:
-        recorded = json.loads((out_dir / "config.json").read_text())
-    except (OSError, ValueError):  # none yet, or unreadable: evaluate_policy says which
-        return fingerprint
-    if not isinstance(recorded, dict):
-        return fingerprint
-    adopted = json.loads(json.dumps(fingerprint, default=str))
-    for name in RESUMABLE_CHANGES:
-        *parents, leaf = name.split(".")
-        source = _node(recorded, parents)
-        target = _node(adopted, parents)
-        if source is not None and leaf in source and target is not None:
-            target[leaf] = source[leaf]
-    return adopted
-
-
-def _node(tree: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
-    """The dict at ``path`` (keys) inside ``tree``, or None where there is none."""
-    node: Any = tree
-    for key in path:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if isinstance(node, dict) else None
-
-
+METRICS_FILE = "metrics.jsonl"
+CURVES_PLOT = "curves.png"
+DEV_CURVE_FILE = "dev_curve.jsonl"
+DEV_CURVE_DIR = "dev_curve"
+EVAL_BEFORE_DIR = "eval_before"
+EVAL_AFTER_DIR = "eval_after"
 AFTER_STEP_FILE = "model_step.txt"
 """In eval_after/: the optimizer step of the model it evaluated."""
+ROLLOUTS_DIR = "rollouts"
+TRAJECTORIES_DIR = "trajectories"
+CHECKPOINTS_DIR = "checkpoints"
+FINAL_DIR = "final"
+WARM_START_DIR = "warm_start"
+
+WEIGHTS_STEP_KEY = "weights_step"
+"""In each trajectory of ``trajectories/step_N.jsonl``, under ``extra``: the optimizer steps
+the weights that played it had taken (a vLLM sample at step N plays those of step N-1)."""
+
+_CHECKPOINT_PREFIX = "checkpoint-"
+_STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
+_STEP_DIR = re.compile(r"step_(\d+)$")
+
+
+def _step_name(step: int) -> str:
+    """A step's name in trajectories/ and dev_curve/: zero-padded, so names sort by step."""
+    return f"step_{step:06d}"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """The paths of the run folder at ``path`` (nothing is read or made by building one)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def results_file(self) -> Path:
+        return self.path / RESULTS_FILE
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def curves_plot(self) -> Path:
+        return self.path / CURVES_PLOT
+
+    @property
+    def dev_curve_file(self) -> Path:
+        return self.path / DEV_CURVE_FILE
+
+    @property
+    def dev_curve_dir(self) -> Path:
+        return self.path / DEV_CURVE_DIR
+
+    @property
+    def eval_before_dir(self) -> Path:
+        return self.path / EVAL_BEFORE_DIR
+
+    @property
+    def eval_after_dir(self) -> Path:
+        return self.path / EVAL_AFTER_DIR
+
+    @property
+    def after_step_file(self) -> Path:
+        return self.eval_after_dir / AFTER_STEP_FILE
+
+    @property
+    def rollouts_dir(self) -> Path:
+        return self.path / ROLLOUTS_DIR
+
+    @property
+    def trajectories_dir(self) -> Path:
+        return self.path / TRAJECTORIES_DIR
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / CHECKPOINTS_DIR
+
+    @property
+    def final_dir(self) -> Path:
+        return self.path / FINAL_DIR
+
+    @property
+    def warm_start_dir(self) -> Path:
+        return self.path / WARM_START_DIR
+
+    @property
+    def lock_file(self) -> Path:
+        return self.path / LOCK_FILE
+
+    def checkpoint_dir(self, step: int) -> Path:
+        """TRL's checkpoint of ``step`` (``checkpoints/checkpoint-N``)."""
+        return self.checkpoints_dir / f"{_CHECKPOINT_PREFIX}{step}"
+
+    def trajectory_sample_file(self, step: int) -> Path:
+        return self.trajectories_dir / f"{_step_name(step)}.jsonl"
+
+    def trajectory_sample_files(self) -> dict[int, Path]:
+        """The trajectory samples written so far, by step (in step order)."""
+        found = {}
+        for path in self.trajectories_dir.glob("step_*.jsonl"):
+            match = _STEP_FILE.search(path.name)
+            if match:
+                found[int(match.group(1))] = path
+        return dict(sorted(found.items()))
+
+    def dev_curve_step_dir(self, step: int) -> Path:
+        """The dev curve's evaluation folders of ``step`` (one per dataset inside)."""
+        return self.dev_curve_dir / _step_name(step)
+
+    def dev_curve_steps(self) -> list[int]:
+        """The steps that have a folder in dev_curve/, finished or not, in order."""
+        names = (_STEP_DIR.fullmatch(p.name) for p in self.dev_curve_dir.glob("step_*"))
+        return sorted(int(match.group(1)) for match in names if match)
+
+    def rollout_records_file(self, process_index: int) -> Path:
+        return self.rollouts_dir / f"process-{process_index}.jsonl"
+
+    def read_config(self) -> dict[str, Any] | None:
+        """config.json, the resolved configuration; None when there is none yet.
+
+        Raises:
+            RunFolderError: config.json is not a JSON object.
+        """
+        return _read_object(self.config_file)
+
+    def write_config(self, resolved: Mapping[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(json.dumps(resolved, indent=2, default=str))
+
+    def read_results(self) -> RunResults | None:
+        """results.json as ``RunResults``; None when the run has written none yet.
+
+        Raises:
+            RunFolderError: results.json is not a run's results (the file and what is wrong
+                named).
+        """
+        data = _read_object(self.results_file)
+        if data is None:
+            return None
+        try:
+            return RunResults.from_json(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise RunFolderError(f"{self.results_file}: not a run's results ({error})") from None
+
+    def write_results(self, results: RunResults) -> None:
+        self.results_file.write_text(json.dumps(results.to_json(), indent=2, default=str))
+
+    def recorded_steps(self) -> int | None:
+        """The ``steps`` of results.json: how far the run trained; None without a readable one.
+
+        Read alone, and leniently: the resume rules must see a finished run even in a
+        results.json this code cannot read whole, rather than train it again from step 0."""
+        try:
+            data = _read_object(self.results_file)
+        except RunFolderError:
+            return None
+        steps = data.get("steps") if data is not None else None
+        return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
+class RunFolderError(ValueError):
+    """A run folder's file that cannot be read as its format says; the message names it."""
+
+
+def _read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when there is no such file."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise RunFolderError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: not a JSON object")
+    return data
+
+
+@dataclass(frozen=True)
+class WarmStartSummary(JsonRecord):
+    """How the warm start GRPO began from was made (results.json's ``warm_start``)."""
+
+    model: str
+    """The warm-started model's folder."""
+    episodes_played: int
+    """Scripted episodes played."""
+    episodes_kept: int
+    """Those kept for the fine-tuning (``warm_start.min_recall``)."""
+    sft_loss: float | None
+    """The fine-tuning's mean loss; None when the trainer reported none."""
+    note: str
+
+
+@dataclass(kw_only=True)
+class RunResults(JsonRecord):
+    """A run's results.json: what it trained on, how far, and its evaluations after (and
+    before) training, keys in the order of the fields."""
+
+    experiment: str
+    data: str
+    """What the split is (``TrainingData.label``)."""
+    train_questions: int
+    eval_questions: int
+    steps: int
+    """The optimizer step the run trained to."""
+    code: dict[str, Any] | None = newer_field()
+    """The commit that trained (or last resumed) the run (``grasp.eval.provenance``); None:
+    written before it was recorded."""
+    after: DatasetEvaluation = field(metadata={"decode": DatasetEvaluation.from_json})
+    """The evaluation after training (eval_after/'s results.json)."""
+    before: DatasetEvaluation | None = optional_field(DatasetEvaluation.from_json)
+    """The evaluation before training; None: the run made none (``eval_before=false``)."""
+    delta: dict[str, float] | None = optional_field()
+    """after minus before of the headline metrics and every reward term; None without before."""
+    config: dict[str, Any]
+    """The ``grpo`` and ``env`` settings the run trained with."""
+    precision: dict[str, str] | None = newer_field()
+    """What ran in which dtype (``grasp.train.grpo_args.precision``); None: written before."""
+    warm_start: WarmStartSummary | None = optional_field(WarmStartSummary.from_json)
+    """The warm start; None: the run had none."""
 
 
 @dataclass
@@ -254,13 +276,14 @@ class Checkpoint:
 
 
 def latest_checkpoint(folder: Path) -> Checkpoint | None:
-    """The complete checkpoint with the highest step (by number: 100 after 90), or None.
+    """The complete checkpoint in ``folder`` (a run's checkpoints/) with the highest step (by
+    number: 100 after 90), or None.
 
     A checkpoint is complete when its trainer_state.json, written last, parses and names its
     step; one killed mid-save is skipped with a warning, so an earlier one resumes the run."""
     found = []
-    for path in folder.glob("checkpoint-*"):
-        suffix = path.name.removeprefix("checkpoint-")
+    for path in folder.glob(f"{_CHECKPOINT_PREFIX}*"):
+        suffix = path.name.removeprefix(_CHECKPOINT_PREFIX)
         if not suffix.isdigit():
             continue
         try:
@@ -277,7 +300,9 @@ def latest_checkpoint(folder: Path) -> Checkpoint | None:
 
 def load_final_weights(model: Any, final: Path) -> None:
     """Put the weights saved in ``final`` (a LoRA adapter or a full model) into ``model``."""
-    if (final / "adapter_config.json").is_file():
+    from grasp.rollout.adapters import ADAPTER_CONFIG
+
+    if (final / ADAPTER_CONFIG).is_file():
         from peft import set_peft_model_state_dict
         from peft.utils import load_peft_weights
 
@@ -287,75 +312,3 @@ def load_final_weights(model: Any, final: Path) -> None:
 
     saved = AutoModelForCausalLM.from_pretrained(final, dtype=next(model.parameters()).dtype)
     model.load_state_dict(saved.state_dict())
-
-
-def set_aside_stale_eval(folder: Path, step: int) -> None:
-    """Move an eval_after/ of an earlier model (the run was trained further) to
-    eval_after-step<N>/, so that "after" is evaluated anew and the old one is kept."""
-    marker = folder / AFTER_STEP_FILE
-    if not marker.is_file():
-        return
-    old = int(marker.read_text().strip() or -1)
-    if old != step:
-        target = folder.with_name(f"{folder.name}-step{old}")
-        log.info(
-            "%s evaluated step %d, the model is at step %d: moved to %s", folder, old, step, target
-        )
-        folder.rename(target)
-
-
-RESUMABLE_CHANGES = (
-    "grpo.max_steps",
-    "run_dir",
-    "wandb",
-    "index.remote_url",
-    "index.remote_timeout_s",
-    "index.remote_retries",
-    "main_wait_s",
-    "threads",
-)
-"""Fields a resumed run may change (train longer, continue a run folder moved or copied to
-another clone or machine, log elsewhere, search the same index in another process, on another
-share of the machine); any other change is refused. None shapes a trajectory, so none is in an
-evaluation's fingerprint (``evaluation_fingerprint``)."""
-
-
-def _without(resolved: dict[str, Any], dotted: tuple[str, ...]) -> dict[str, Any]:
-    """A copy of ``resolved`` without the ``dotted`` keys (``grpo.max_steps``...)."""
-    copy = json.loads(json.dumps(resolved, default=str))
-    for name in dotted:
-        *parents, leaf = name.split(".")
-        node = copy
-        for parent in parents:
-            node = node.get(parent) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return copy
-
-
-def _dotted_keys(tree: Any, prefix: str = "") -> list[str]:
-    """Every leaf of a nested dict as a dotted key (as ``config_differences`` names them)."""
-    if not isinstance(tree, dict) or not tree:
-        return [prefix.rstrip(".")]
-    return [k for key, value in tree.items() for k in _dotted_keys(value, f"{prefix}{key}.")]
-
-
-def check_same_run(path: Path, resolved: dict[str, Any]) -> None:
-    """Refuse to resume a run directory with a different configuration, or one that is not a
-    training run's (``NotATrainingRunError``); writes nothing."""
-    if path.exists():
-        before = json.loads(path.read_text())
-        _check_training_config(path.parent, before)
-        # Fields added to the code since the run started are absent from its config.json; the
-        # run ran as if they had their default, so they do not block the resume.
-        known = set(_dotted_keys(before))
-        differences = config_differences(before, resolved)
-        added = [k for k in differences if k not in known]
-        if added:
-            log.warning("%s predates the fields %s: resuming with their values", path, added[:8])
-        changed = [k for k in differences if k in known and k not in RESUMABLE_CHANGES]
-        if changed:
-            raise ValueError(
-                f"{path.parent} holds a run with another configuration (differs in {changed[:5]}); "
-                "choose another run_dir= or delete that folder"
-            )

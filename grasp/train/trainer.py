@@ -1,16 +1,25 @@
 """A GRPO training run: data, index, environment, TRL's GRPOTrainer fed by our rollout engine.
 
-The flow of one run (``run_training``, under the run folder's lock):
-validate the config (against the run directory's config.json and trained steps, if any; a
-finished run stops here, with nothing to do) ->
-questions (train / eval) -> pooled index -> environment -> policy model -> config.json, the
-run directory's first file -> evaluation before -> GRPOTrainer(rollout_func=GraspRollout,
-one reward function per term; grasp/train/trl_bridge.py) -> train (resuming from the run's
-last checkpoint if any) -> evaluation after -> results.json and curves.png in the run
-directory.
+The flow of one run (``run_training``, under the run folder's lock), one function a step:
 
-The run folder's resume rules are in grasp/train/run_folder.py, the GRPOConfig and LoraConfig
-built from the settings in grasp/train/grpo_args.py.
+1. ``start_run``: validate the config, check it against the run folder (its config.json and
+   trained steps; a finished run stops here, with nothing to do), load the questions, the
+   pooled index, the environment and the policy model (grasp/train/setup.py), then write
+   config.json, the run folder's first file;
+2. ``warm_started``: the scripted warm start GRPO begins from, when configured;
+3. ``_before_training``: the evaluation before training and the dev curve's step 0;
+4. ``build_grpo_trainer``: TRL's GRPOTrainer (rollout_func=GraspRollout, one reward function
+   per term; grasp/train/trl_bridge.py);
+5. ``_train``: train to ``grpo.max_steps``, resuming from the run's last checkpoint if any,
+   and save final/;
+6. ``_after_training``: the evaluation after training, results.json (``RunResults``) and
+   curves.png.
+
+Under a launch of several processes every process runs this; the main process alone writes
+the run folder, and the others wait for each of its writes (``MainWrites``,
+grasp/train/process.py): steps 3 and 6 are those writes. The run folder's paths and
+results.json are grasp/train/run_folder.py's, its resume rules grasp/train/resume.py's, the
+GRPOConfig and LoraConfig built from the settings in grasp/train/grpo_args.py.
 """
 
 from __future__ import annotations
@@ -20,28 +29,17 @@ import logging
 import random
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grasp.corpus import IndexConfig, build_index
 from grasp.corpus.index import SearchIndex
-from grasp.data import DataSource, load_questions, sample_questions, split_train_eval
-from grasp.env.environment import RetrievalEnvironment, check_top_k
+from grasp.env.environment import RetrievalEnvironment
 from grasp.eval.policy_eval import evaluate_policy
 from grasp.eval.provenance import code_version
+from grasp.eval.results import RESULTS_FILE as EVALUATION_RESULTS_FILE
 from grasp.eval.results import DatasetEvaluation
-from grasp.models import (
-    WHEEL_PREFIX,
-    LoadedModel,
-    ModelConfig,
-    load_dtype_for_training,
-    load_policy_model,
-    parameters_sharded_by_launcher,
-    process_device,
-    sharded_by_launcher,
-    warn_if_emulated_bfloat16,
-)
+from grasp.models import ModelConfig, load_policy_model, parameters_sharded_by_launcher
 from grasp.paths import default_index_dir
 from grasp.rollout.adapters import MergedAdapters
 from grasp.rollout.chat import ChatTokenizer
@@ -51,24 +49,37 @@ from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import write_trajectories
 from grasp.serve.client import open_index
 from grasp.train.callbacks import MetricsFileCallback, TrajectorySampleCallback
-from grasp.train.config import TrainConfig, TrainSource
-from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets, check_dev_curve
+from grasp.train.config import TrainConfig
+from grasp.train.dev_curve import DevCurve, DevCurveCallback, build_dev_sets
 from grasp.train.grpo_args import grpo_args, lora_config, precision
 from grasp.train.plots import plot_run
-from grasp.train.process import RunProcess, SingleProcess, run_process, timed_barrier
-from grasp.train.rollout_stats import ROLLOUTS_DIR
-from grasp.train.run_folder import (
-    AFTER_STEP_FILE,
-    RESULTS_FILE,
+from grasp.train.process import MainWrites, RunProcess, run_process
+from grasp.train.resume import (
     check_finished,
     check_same_run,
     check_trained_steps,
     evaluation_fingerprint,
     folder_fingerprint,
-    latest_checkpoint,
-    load_final_weights,
     run_lock,
     set_aside_stale_eval,
+)
+from grasp.train.run_folder import (
+    EVAL_AFTER_DIR,
+    EVAL_BEFORE_DIR,
+    RESULTS_FILE,
+    WEIGHTS_STEP_KEY,
+    RunFolder,
+    RunFolderError,
+    RunResults,
+    latest_checkpoint,
+    load_final_weights,
+)
+from grasp.train.setup import (
+    TrainingData,
+    TrainingSetup,
+    build_training,
+    load_training,
+    validate_config,
 )
 from grasp.train.trl_bridge import (
     GraspRollout,
@@ -81,263 +92,87 @@ from grasp.train.trl_bridge import (
     rollout_model,
     sample_weights_step,
 )
-from grasp.train.warm_start import WarmStartContext, warm_start
+from grasp.train.warm_start import WarmStartContext, WarmStartResult, warm_start
 from grasp.types import Question
+
+__all__ = [
+    "WEIGHTS_STEP_KEY",
+    "Run",
+    "TrainerInputs",
+    "TrainingData",
+    "TrainingSetup",
+    "build_grpo_trainer",
+    "build_training",
+    "make_grpo_trainer",
+    "run_results",
+    "run_training",
+    "start_run",
+]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class TrainingData:
-    train: list[Question]
-    eval: list[Question]
-    pooled: list[Question]
-    """Every question whose paragraphs go into the training index."""
-    label: str
-    """What the split is, written into results.json."""
-    eval_pooled: list[Question] | None = None
-    """The questions whose paragraphs make the evaluation index (the dev set's own pooled
-    index, as the baselines search it); None: evaluation searches the training index."""
-
-
-def validate_config(config: TrainConfig, world_size: int = 1) -> None:
-    """Fail before any work, naming the field, on settings that cannot work (``world_size``:
-    the training processes of the launch).
-
-    The checks that need more than the config's own fields (files, the launch); each config
-    dataclass checks its fields when it is built (``__post_init__``)."""
-    name = config.model.name
-    if (
-        not name.startswith(WHEEL_PREFIX)
-        and name.startswith((".", "/"))
-        and not Path(name).exists()
-    ):
-        raise FileNotFoundError(f"model.name={name!r}: no such folder")
-    if name.startswith(WHEEL_PREFIX):
-        from grasp.models import gguf_path, wheel_model
-
-        gguf_path(wheel_model(name))  # raises naming the missing wheel
-    grpo = config.grpo
-    if grpo.questions_per_step % world_size:
-        raise ValueError(
-            f"grpo.questions_per_step={grpo.questions_per_step} must be a multiple of the "
-            f"{world_size} training processes: each process rolls out whole groups"
-        )
-    if parameters_sharded_by_launcher():
-        check_sharded_generation(config, "this accelerate launch (FSDP or DeepSpeed ZeRO-3)")
-
-
-def check_sharded_generation(config: TrainConfig, launch: str) -> None:
-    """Refuse transformers rollouts on a model whose parameters are sharded (``launch``).
-
-    Under ZeRO-3 and FSDP every forward pass is a collective: all processes must run it
-    together. transformers keeps them in step inside one ``generate`` call (synced_gpus), but
-    each process rolls out its own questions, so the processes make different numbers of
-    ``generate`` calls (turns, micro-batches) and the first to finish waits forever in its
-    next collective. vLLM generates from its own copy of the weights and has no such problem.
-    """
-    if not config.grpo.use_vllm:
-        raise ValueError(
-            f"grpo.use_vllm=false under {launch}: transformers generation on sharded parameters "
-            "deadlocks when the processes take different numbers of turns; set "
-            "grpo.use_vllm=true, or use DeepSpeed ZeRO-2 (configs/accelerate/zero2.yaml) or "
-            "one process"
-        )
-
-
-def load_training_data(config: TrainConfig) -> TrainingData:
-    dataset = config.dataset
-    dev = load_questions(
-        dataset, DataSource.NORMALIZED, path=config.questions_path, split=config.eval_split
-    )
-    source = config.train_source
-    if source is TrainSource.SMOKE_SPLIT:
-        halves = split_train_eval(dev, eval_fraction=0.5, seed=config.grpo.seed)
-        eval_questions = sample_questions(halves.eval, config.eval_questions, seed=42)
-        label = f"smoke split: disjoint halves of the bundled {dataset} {config.eval_split} set"
-        return TrainingData(halves.train, eval_questions, dev, label)
-    if source is TrainSource.BUNDLED:
-        train = load_questions(dataset, DataSource.NORMALIZED, split="train")
-    else:
-        train = load_questions(dataset, DataSource.HUB, split="train")
-    overlap = {q.question_id for q in train} & {q.question_id for q in dev}
-    if overlap:
-        raise ValueError(
-            f"{len(overlap)} {config.eval_split} questions are also training questions "
-            f"(e.g. {sorted(overlap)[0]}): train_source={source} must be disjoint from them"
-        )
-    eval_questions = sample_questions(dev, config.eval_questions, seed=42)
-    label = f"{dataset} train ({source}, {len(train)} questions, pooled train index) / {config.eval_split} (its own pooled index)"
-    return TrainingData(train, eval_questions, train, label, eval_pooled=dev)
-
-
-def _default_index_dir(config: TrainConfig) -> Path:
-    # The smoke split pools the bundled dev set: the same corpus, so the same index, as
-    # evaluation and build_index use for that split.
-    name = config.eval_split if config.train_source is TrainSource.SMOKE_SPLIT else "train"
-    return default_index_dir(config.dataset, name)
-
-
-def _eval_environment(
-    config: TrainConfig, data: TrainingData, train_env: RetrievalEnvironment, process: RunProcess
-) -> RetrievalEnvironment:
-    """The environment evaluations run in: the dev set's own pooled index when the training
-    questions are not dev questions (the baseline table's index), else the training one."""
-    if data.eval_pooled is None:
-        return train_env
-    directory = Path(config.eval_index_dir or default_index_dir(config.dataset, config.eval_split))
-    # Local, also when training searches a remote service: that service holds the train index.
-    local = replace(config.index, remote_url=None)
-    index = shared_index(local, directory, data.eval_pooled, config, process)
-    return RetrievalEnvironment(index.warm_up(), config.env)
-
-
-def shared_index(
-    index: IndexConfig,
-    directory: Path,
-    questions: list[Question],
-    config: TrainConfig,
-    process: RunProcess,
-) -> SearchIndex:
-    """``open_index`` for every process of a launch, a local index built once.
-
-    The main process builds (or reuses) the index of ``questions`` in ``directory``; the
-    others wait for it (``timed_barrier``, at most ``config.main_wait_s``) instead of racing
-    it on the same files, then every process loads it. A remote index needs no build."""
-    source = {"dataset": config.dataset}
-    if index.remote_url or process.num_processes == 1:
-        return open_index(index, directory, questions, source=source)
-    if process.is_main_process:
-        build_index(questions, index, directory, source=source)
-    else:
-        log.info("waiting for the main process to build the index in %s", directory)
-    timed_barrier(
-        process, f"the main process to build the index in {directory}", config.main_wait_s
-    )
-    return open_index(index, directory)
+BEFORE_WRITTEN = f"the main process's {EVAL_BEFORE_DIR}"
+AFTER_WRITTEN = f"the main process's {EVAL_AFTER_DIR} and {RESULTS_FILE}"
+"""What the other processes wait for at the two writes of the run's steps (``MainWrites``)."""
 
 
 @dataclass
-class TrainingSetup:
-    """What a run trains and evaluates with, built once from its config."""
+class Run:
+    """One run under way: what every step after ``start_run`` reads."""
 
-    data: TrainingData
-    env: RetrievalEnvironment
-    """The training environment (the pooled training index)."""
-    eval_env: RetrievalEnvironment
-    """Where evaluations run (the dev set's own index, or ``env``)."""
-    loaded: LoadedModel
-    chat: ChatTokenizer
-    merged: MergedAdapters = field(default_factory=MergedAdapters)
-    """The merged copy of the trained LoRA model that rollouts and evaluations generate with
-    (``grpo.rollout_weights=merged``): one per run, shared by all of them."""
+    config: TrainConfig
+    setup: TrainingSetup
+    """The questions, environments and policy (the warm-started policy once there is one)."""
+    fingerprint: dict[str, Any]
+    """What the run's evaluation folders must match to resume (``evaluation_fingerprint``)."""
+    warm: WarmStartResult | None = None
+    """The warm start GRPO began from; None without one."""
 
-
-def build_training(config: TrainConfig, process: RunProcess | None = None) -> TrainingSetup:
-    """Validate ``config`` (for the training processes of ``process``'s launch), then load the
-    questions, the indexes (built once, by the main process) and the policy model."""
-    process = process or SingleProcess()
-    validate_config(config, process.num_processes)
-    data = load_training_data(config)
-    check_top_k(config.env, data.pooled)
-    if config.dev_curve.every:  # its refusals too come before the run folder's first file
-        check_dev_curve(config.dev_curve, data.train, config.env)
-    index_dir = Path(config.index_dir or _default_index_dir(config))
-    index = shared_index(config.index, index_dir, data.pooled, config, process).warm_up()
-    env = RetrievalEnvironment(index, config.env)
-    eval_env = _eval_environment(config, data, env, process)
-    # Full fine-tuning without a sharded optimizer keeps fp32 master weights (bf16 compute).
-    dtype = load_dtype_for_training(config.model, config.grpo.lora.enabled, sharded_by_launcher())
-    precision = "bfloat16" if config.grpo.bf16 else "float32"
-    device = process_device(config.model.device)
-    warn_if_emulated_bfloat16(precision, device, "Training (grpo.bf16)", "grpo.bf16=false")
-    loaded = load_policy_model(replace(config.model, dtype=dtype))
-    chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
-    return TrainingSetup(data, env, eval_env, loaded, chat)
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(Path(self.config.run_dir))
 
 
 def run_training(
     config: TrainConfig, resolved: dict[str, Any], process: RunProcess | None = None
-) -> dict[str, Any]:
-    """Run (or resume) the training described by ``config`` in ``config.run_dir``; a finished
-    run's results.json as it stands when there is nothing to do.
+) -> RunResults:
+    """Run (or resume) the training described by ``config`` in ``config.run_dir``; its
+    results.json (a finished run's as it stands, when there is nothing to do).
 
-    Every process of a launch runs this; only ``process.is_main_process`` (accelerate's
-    ``PartialState`` by default) writes the run directory, the others waiting for it at each
-    write (grasp/train/process.py). The others return what the main process wrote in
-    results.json. The main process holds the run folder's lock throughout (``run_lock``): a
-    second command on the folder is refused at once."""
+    Every process of a launch runs this (``process``: accelerate's ``PartialState`` by
+    default); the main process holds the run folder's lock throughout (``run_lock``: a second
+    command on the folder is refused at once) and writes the folder, and every other process
+    returns the results it wrote."""
     process = process or run_process(cpu=config.model.device == "cpu")
     lock = run_lock(Path(config.run_dir)) if process.is_main_process else nullcontext()
     with lock:
-        return _run_training(config, resolved, process)
+        setup = start_run(config, resolved, process)
+        if setup is None:  # finished: nothing to do, nothing written (check_finished)
+            return _written_results(RunFolder(Path(config.run_dir)))
+        run = Run(config, setup, evaluation_fingerprint(resolved))
+        return _train_and_evaluate(run, MainWrites(process, config.main_wait_s))
 
 
-def _run_training(
-    config: TrainConfig, resolved: dict[str, Any], process: RunProcess
-) -> dict[str, Any]:
-    """``run_training``'s work, under the run folder's lock."""
-    main = process.is_main_process
-    run_dir = Path(config.run_dir)
-    setup = start_run(config, resolved, process)
-    if setup is None:  # finished: nothing to do, nothing written (check_finished)
-        return json.loads((run_dir / RESULTS_FILE).read_text())
-    log.info("precision: %s", precision(config.grpo, setup.loaded.model))
-    fingerprint = evaluation_fingerprint(resolved)
-    warm = None
-    base_model = config.model
-    if config.warm_start.enabled:
-        warm = warm_start(
-            config.warm_start, warm_start_context(config, setup), setup.loaded, process
-        )
-        # GRPO, both evaluations and the final model start from the warm-started policy.
-        setup = replace(setup, loaded=warm.loaded)
-        base_model = replace(config.model, name=str(warm.model_dir))
-    before_file = run_dir / "eval_before" / "results.json"
-    if main and config.eval_before and not before_file.exists():
-        evaluate_model(config, setup, setup.loaded.model, run_dir / "eval_before", fingerprint)
-    curve = dev_curve(config, setup, fingerprint) if main and config.dev_curve.every else None
-    if curve is not None and not curve.done(0):
-        curve.evaluate(0, setup.loaded.model)  # the policy GRPO starts from
-    timed_barrier(process, "the main process's eval_before", config.main_wait_s)
-    trainer = make_grpo_trainer(
-        config,
-        setup.data,
-        setup.env,
-        setup.loaded,
-        setup.chat,
-        run_dir,
-        eval_env=setup.eval_env,
-        world_size=process.num_processes,
-        merged=setup.merged,
-    )
-    if curve is not None:
-        trainer.add_callback(DevCurveCallback(config.dev_curve.every, curve))
-    final = run_dir / "final"
-    _train_or_reload(config, trainer, final)
-    step = trainer.state.global_step
-    process.wait_for_everyone()  # final/ is written
-    after_done = "the main process's eval_after and results.json"
-    if not main:  # the main process evaluates and writes the results
-        timed_barrier(process, after_done, config.main_wait_s)
-        results_file = run_dir / "results.json"
-        return json.loads(results_file.read_text()) if results_file.exists() else {}
-    set_aside_stale_eval(run_dir / "eval_after", step)
-    trained = _after_model(trainer, final, base_model)
-    after = evaluate_model(config, setup, trained, run_dir / "eval_after", fingerprint)
-    (run_dir / "eval_after" / AFTER_STEP_FILE).write_text(f"{step}\n")
-    before = (
-        DatasetEvaluation.from_json(json.loads(before_file.read_text()))
-        if before_file.exists()
-        else None
-    )
-    results = _results(config, setup.data, before, after, step)
-    results["precision"] = precision(config.grpo, setup.loaded.model)
-    if warm is not None:
-        results["warm_start"] = warm.summary()
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    plot_run(run_dir)
-    timed_barrier(process, after_done, config.main_wait_s)
+def _train_and_evaluate(run: Run, writes: MainWrites) -> RunResults:
+    """The run's steps after ``start_run``, in order; ``writes`` makes the main process's
+    writes and the others' waits for them."""
+    log.info("precision: %s", precision(run.config.grpo, run.setup.loaded.model))
+    run = warm_started(run, writes.process)
+    curve = writes.then_everyone(BEFORE_WRITTEN, lambda: _before_training(run))
+    inputs = TrainerInputs(run.config, run.setup, world_size=writes.process.num_processes)
+    trainer = build_grpo_trainer(inputs)
+    if curve is not None:  # the main process's: it evaluates the curve
+        trainer.add_callback(DevCurveCallback(run.config.dev_curve.every, curve))
+    step = _train(run, trainer, writes.process)
+    results = writes.then_everyone(AFTER_WRITTEN, lambda: _after_training(run, trainer, step))
+    return results if results is not None else _written_results(run.folder)
+
+
+def _written_results(folder: RunFolder) -> RunResults:
+    """The results the main process wrote (a finished run's, or this run's once it waited)."""
+    results = folder.read_results()
+    if results is None:
+        raise RunFolderError(f"{folder.results_file}: the main process wrote no results")
     return results
 
 
@@ -353,18 +188,28 @@ def start_run(
     config.json behind, and the corrected command would be refused as "another
     configuration" of that folder."""
     validate_config(config, process.num_processes)
-    run_dir = Path(config.run_dir)
-    # Every process checks before the main one writes (build_training waits for them all).
-    check_same_run(run_dir / "config.json", resolved)
-    check_trained_steps(run_dir, config.grpo.max_steps)
-    if check_finished(run_dir, config.grpo.max_steps):
+    folder = RunFolder(Path(config.run_dir))
+    # Every process checks before the main one writes (load_training waits for them all).
+    check_same_run(folder.config_file, resolved)
+    check_trained_steps(folder.path, config.grpo.max_steps)
+    if check_finished(folder.path, config.grpo.max_steps):
         return None
     process.wait_for_everyone()
-    setup = build_training(config, process)
+    setup = load_training(config, process)
     if process.is_main_process:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(resolved, indent=2, default=str))
+        folder.write_config(resolved)
     return setup
+
+
+def warm_started(run: Run, process: RunProcess) -> Run:
+    """``run`` with its warm start (every process fine-tunes, the main one writes warm_start/):
+    GRPO, both evaluations and the final model start from the warm-started policy. ``run``
+    itself without one configured."""
+    if not run.config.warm_start.enabled:
+        return run
+    context = warm_start_context(run.config, run.setup)
+    warm = warm_start(run.config.warm_start, context, run.setup.loaded, process)
+    return replace(run, setup=replace(run.setup, loaded=warm.loaded), warm=warm)
 
 
 def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartContext:
@@ -377,15 +222,39 @@ def warm_start_context(config: TrainConfig, setup: TrainingSetup) -> WarmStartCo
         model=config.model,
         bf16=config.grpo.bf16,
         lora=lora_config(config),
-        out_dir=Path(config.run_dir) / "warm_start",
+        out_dir=RunFolder(Path(config.run_dir)).warm_start_dir,
     )
 
 
-def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, final: Path) -> None:
-    """Train to ``grpo.max_steps`` (resuming from the latest checkpoint) and save ``final``;
-    a finished run only reloads its weights. Every process takes part (the trainer gates
-    its own writes)."""
-    last = latest_checkpoint(final.parent / "checkpoints")
+def _before_training(run: Run) -> DevCurve | None:
+    """The main process's work before GRPO: the evaluation before training (unless it stands
+    in eval_before/), and the dev curve's step 0 (the policy GRPO starts from); the curve,
+    None without one."""
+    before = run.folder.eval_before_dir
+    model = run.setup.loaded.model
+    if run.config.eval_before and not (before / EVALUATION_RESULTS_FILE).exists():
+        evaluate_model(run.config, run.setup, model, before, run.fingerprint)
+    if not run.config.dev_curve.every:
+        return None
+    curve = dev_curve(run.config, run.setup, run.fingerprint)
+    if not curve.done(0):
+        curve.evaluate(0, model)
+    return curve
+
+
+def _train(run: Run, trainer: GRPOTrainerView, process: RunProcess) -> int:
+    """Train (every process) and wait until final/ is written; the step trained to."""
+    _train_or_reload(run.config, trainer, run.folder)
+    process.wait_for_everyone()
+    return trainer.state.global_step
+
+
+def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, folder: RunFolder) -> None:
+    """Train to ``grpo.max_steps`` (resuming from the latest checkpoint) and save final/; a
+    finished run only reloads its weights. Every process takes part (the trainer gates its
+    own writes)."""
+    final = folder.final_dir
+    last = latest_checkpoint(folder.checkpoints_dir)
     if last is not None and last.step >= config.grpo.max_steps:
         # A finished run does no more training: "after" stays the model it describes.
         source = final if final.is_dir() else last.path
@@ -403,6 +272,33 @@ def _train_or_reload(config: TrainConfig, trainer: GRPOTrainerView, final: Path)
     trainer.save_model(str(final))
 
 
+def _after_training(run: Run, trainer: GRPOTrainerView, step: int) -> RunResults:
+    """The main process's work after GRPO: the trained model evaluated into eval_after/ (an
+    earlier model's set aside), then results.json and curves.png; the results."""
+    folder = run.folder
+    set_aside_stale_eval(folder.path, step)
+    base_model = run.config.model
+    if run.warm is not None:
+        base_model = replace(base_model, name=str(run.warm.model_dir))
+    trained = _after_model(trainer, folder.final_dir, base_model)
+    after = evaluate_model(run.config, run.setup, trained, folder.eval_after_dir, run.fingerprint)
+    folder.after_step_file.write_text(f"{step}\n")
+    results = replace(
+        run_results(run.config, run.setup.data, _evaluation(folder.eval_before_dir), after, step),
+        precision=precision(run.config.grpo, run.setup.loaded.model),
+        warm_start=run.warm.summary() if run.warm is not None else None,
+    )
+    folder.write_results(results)
+    plot_run(folder.path)
+    return results
+
+
+def _evaluation(out_dir: Path) -> DatasetEvaluation | None:
+    """The evaluation in ``out_dir`` (its results.json), None when there is none."""
+    path = out_dir / EVALUATION_RESULTS_FILE
+    return DatasetEvaluation.from_json(json.loads(path.read_text())) if path.exists() else None
+
+
 def _after_model(trainer: GRPOTrainerView, final: Path, base_model: ModelConfig) -> Any:
     """The trained model, for the main process to evaluate alone.
 
@@ -417,6 +313,38 @@ def _after_model(trainer: GRPOTrainerView, final: Path, base_model: ModelConfig)
     if (final / ADAPTER_CONFIG).is_file():
         return apply_adapters(load_policy_model(base_model).model, [final])
     return load_policy_model(replace(base_model, name=str(final))).model
+
+
+DELTA_METRICS = ("em", "f1", "recall", "read_recall", "parse_error_rate", "turns_per_episode")
+"""The metrics whose change from before training results.json records (with every term)."""
+
+
+def run_results(
+    config: TrainConfig,
+    data: TrainingData,
+    before: DatasetEvaluation | None,
+    after: DatasetEvaluation,
+    steps: int,
+) -> RunResults:
+    """results.json of a run trained to ``steps``, evaluated ``after`` (and ``before``)
+    training; the run adds what ran in which precision and its warm start."""
+    delta = None
+    if before is not None:
+        was, now = before.results, after.results
+        delta = {k: getattr(now, k) - getattr(was, k) for k in DELTA_METRICS}
+        delta.update({k: now.reward[k] - was.reward[k] for k in now.reward})
+    return RunResults(
+        experiment=config.experiment,
+        data=data.label,
+        train_questions=len(data.train),
+        eval_questions=len(data.eval),
+        steps=steps,
+        code=code_version(),  # the commit that trained (or last resumed) the run
+        after=after,
+        before=before,
+        delta=delta,
+        config={"grpo": asdict(config.grpo), "env": asdict(config.env)},
+    )
 
 
 def evaluation_engine(
@@ -484,97 +412,113 @@ def evaluate_model(
     ).results
 
 
-def make_grpo_trainer(
-    config: TrainConfig,
-    data: TrainingData,
-    env: RetrievalEnvironment,
-    loaded: LoadedModel,
-    chat: ChatTokenizer,
-    run_dir: Path,
-    policy_for: Callable[[GRPOTrainerView], Policy] | None = None,
-    eval_env: RetrievalEnvironment | None = None,
-    world_size: int = 1,
-    merged: MergedAdapters | None = None,
-):
+# --------------------------------------------------------------------------- TRL's trainer
+
+
+@dataclass
+class TrainerInputs:
+    """What ``build_grpo_trainer`` builds a run's GRPOTrainer from."""
+
+    config: TrainConfig
+    """The run's settings; its folder is ``config.run_dir``."""
+    setup: TrainingSetup
+    """The questions, the environments (training rollouts in ``env``, the trajectory samples
+    of evaluation questions in ``eval_env``), the policy model and its merged copy."""
+    world_size: int = 1
+    """The training processes of the launch."""
+    policy_for: Callable[[GRPOTrainerView], Policy] | None = None
+    """The policy of each rollout, from the trainer; None: the trainer's own model
+    (transformers) or its vLLM engine. Tests pass a scripted policy."""
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(Path(self.config.run_dir))
+
+
+def build_grpo_trainer(inputs: TrainerInputs) -> GRPOTrainerView:
     """TRL's GRPOTrainer wired to our engine, reward terms and callbacks (``GraspGRPOTrainer``:
     on CPU, the loss's log-probabilities from the plain LM head; grasp/train/cpu_logprobs.py).
 
-    ``policy_for(trainer)`` gives the policy of each rollout; by default the trainer's own
-    model (transformers) or its vLLM engine. Tests pass a scripted policy. ``eval_env`` is
-    where the trajectory samples of evaluation questions are played (their own index; default
-    ``env``, when the evaluation questions are in the training corpus). ``world_size``: the
-    training processes of the launch. The trainer's ``rollout_func`` is the ``GraspRollout``;
-    what each rollout did reaches its output under ``REPORT_KEY``.
-    """
+    Its ``rollout_func`` is the ``GraspRollout``: what each rollout did reaches its output
+    under ``REPORT_KEY``. Every ``trajectories_every`` steps it plays a fixed sample of the
+    evaluation questions into trajectories/step_N.jsonl."""
     from datasets import Dataset
 
-    # No policy of its own: each rollout plays the trainer's current weights (``policy_for``).
-    engine = RolloutEngine(env, None, config.rollout, chat=chat)
-    prompts = TrainingPrompts.of(env, data.train)
-    policy_for = policy_for or policy_factory(config.grpo, loaded.tokenizer, merged)
-    rollout = GraspRollout(
-        engine,
-        {q.question_id: q for q in data.train},
-        prompts,
-        policy_for,
-        return_logprobs=config.grpo.use_vllm,
-        dynamic_sampling=config.grpo.dynamic_sampling,
-        records_dir=run_dir / ROLLOUTS_DIR,
+    config, setup = inputs.config, inputs.setup
+    prompts = TrainingPrompts.of(setup.env, setup.data.train)
+    policy_for = inputs.policy_for or policy_factory(
+        config.grpo, setup.loaded.tokenizer, setup.merged
     )
-    # TRL's GRPOTrainer; on CPU its loss's log-probabilities come from the model's own LM head
-    # over the completion positions (grasp/train/cpu_logprobs.py).
     trainer = grasp_grpo_trainer(config.grpo)(
-        model=loaded.model,
+        model=setup.loaded.model,
         reward_funcs=reward_functions(),
-        args=grpo_args(config, run_dir, world_size),
+        args=grpo_args(config, inputs.folder.path, inputs.world_size),
         train_dataset=Dataset.from_list(prompts.rows),
-        processing_class=loaded.tokenizer,
+        processing_class=setup.loaded.tokenizer,
         peft_config=lora_config(config),
-        rollout_func=rollout,
-        callbacks=[MetricsFileCallback(run_dir)],
+        rollout_func=_training_rollout(inputs, prompts, policy_for),
+        callbacks=[MetricsFileCallback(inputs.folder.path)],
     )
-    size = min(config.trajectory_questions, len(data.eval))
-    sample = random.Random(config.grpo.seed).sample(data.eval, size)
-    sample_engine = RolloutEngine(eval_env or env, None, config.rollout.greedy(), chat=chat)
-
-    def save_sample(step: int) -> None:
-        batch = sample_engine.run(sample, policy=policy_for(trainer))
-        trajectories = batch.scored(config.rollout.reward)
-        weights = sample_weights_step(trainer, config.grpo.use_vllm)
-        for trajectory in trajectories:
-            trajectory.extra[WEIGHTS_STEP_KEY] = weights
-        write_trajectories(trajectories, run_dir / "trajectories" / f"step_{step:06d}.jsonl")
-
+    save_sample = _trajectory_sampler(inputs, trainer, policy_for)
     trainer.add_callback(TrajectorySampleCallback(config.trajectories_every, save_sample))
     return trainer
 
 
-WEIGHTS_STEP_KEY = "weights_step"
-"""In each trajectory of ``trajectories/step_N.jsonl``, under ``extra``: the optimizer steps
-the weights that played it had taken."""
+def _training_rollout(
+    inputs: TrainerInputs,
+    prompts: TrainingPrompts,
+    policy_for: Callable[[GRPOTrainerView], Policy],
+) -> GraspRollout:
+    """The ``rollout_func``: the training environment's engine, with no policy of its own
+    (each rollout plays the trainer's current weights, ``policy_for``)."""
+    config, setup = inputs.config, inputs.setup
+    engine = RolloutEngine(setup.env, None, config.rollout, chat=setup.chat)
+    return GraspRollout(
+        engine,
+        {q.question_id: q for q in setup.data.train},
+        prompts,
+        policy_for,
+        return_logprobs=config.grpo.use_vllm,
+        dynamic_sampling=config.grpo.dynamic_sampling,
+        run_folder=inputs.folder,
+    )
 
 
-def _results(
-    config,
+def _trajectory_sampler(
+    inputs: TrainerInputs,
+    trainer: GRPOTrainerView,
+    policy_for: Callable[[GRPOTrainerView], Policy],
+) -> Callable[[int], None]:
+    """``save(step)``: the fixed sample of evaluation questions (``trajectory_questions``,
+    seeded) played greedily in the evaluation environment by the trainer's current policy,
+    into trajectories/step_N.jsonl, each trajectory with the step of the weights that played
+    it (``WEIGHTS_STEP_KEY``)."""
+    config, setup = inputs.config, inputs.setup
+    size = min(config.trajectory_questions, len(setup.data.eval))
+    sample = random.Random(config.grpo.seed).sample(setup.data.eval, size)
+    engine = RolloutEngine(setup.eval_env, None, config.rollout.greedy(), chat=setup.chat)
+
+    def save(step: int) -> None:
+        batch = engine.run(sample, policy=policy_for(trainer))
+        trajectories = batch.scored(config.rollout.reward)
+        weights = sample_weights_step(trainer, config.grpo.use_vllm)
+        for trajectory in trajectories:
+            trajectory.extra[WEIGHTS_STEP_KEY] = weights
+        write_trajectories(trajectories, inputs.folder.trajectory_sample_file(step))
+
+    return save
+
+
+def make_grpo_trainer(
+    config: TrainConfig,
     data: TrainingData,
-    before: DatasetEvaluation | None,
-    after: DatasetEvaluation,
-    steps: int,
-) -> dict[str, Any]:
-    keys = ("em", "f1", "recall", "read_recall", "parse_error_rate", "turns_per_episode")
-    results: dict[str, Any] = {
-        "experiment": config.experiment,
-        "data": data.label,
-        "train_questions": len(data.train),
-        "eval_questions": len(data.eval),
-        "steps": steps,
-        "code": code_version(),  # the commit that trained (or last resumed) the run
-        "after": after.to_json(),
-    }
-    if before is not None:
-        results["before"] = before.to_json()
-        was, now = before.results, after.results
-        results["delta"] = {k: getattr(now, k) - getattr(was, k) for k in keys}
-        results["delta"].update({k: now.reward[k] - was.reward[k] for k in now.reward})
-    results["config"] = {"grpo": asdict(config.grpo), "env": asdict(config.env)}
-    return results
+    env: RetrievalEnvironment,
+    loaded: Any,
+    chat: ChatTokenizer,
+    run_dir: Path,
+) -> GRPOTrainerView:
+    """``build_grpo_trainer`` called as it was before ``TrainerInputs``: kept for
+    grasp/bench/train_step.py alone (its training and evaluation environments are one), until
+    it passes a ``TrainerInputs``."""
+    setup = TrainingSetup(data, env, env, loaded, chat, MergedAdapters())
+    return build_grpo_trainer(TrainerInputs(replace(config, run_dir=str(run_dir)), setup))

@@ -32,7 +32,6 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -40,7 +39,7 @@ import torch
 from grasp import reward as reward_table
 from grasp.reward import RewardBreakdown, RewardConfig
 from grasp.rollout.adapters import MergedAdapters
-from grasp.rollout.engine import RolloutEngine
+from grasp.rollout.engine import RolloutEngine, RolloutTimings
 from grasp.rollout.factory import model_policy
 from grasp.rollout.policy import Policy
 from grasp.rollout.trajectory import Trajectory
@@ -61,6 +60,7 @@ from grasp.train.rollout_stats import (
     rollout_metrics,
     trained_trace,
 )
+from grasp.train.run_folder import RunFolder
 from grasp.types import Question
 
 if TYPE_CHECKING:
@@ -222,6 +222,18 @@ class TrainingPrompts:
 # --------------------------------------------------------------------------- the rollout
 
 
+@dataclass
+class Resampled:
+    """What dynamic sampling made of a step's rollout (``GraspRollout._resample``)."""
+
+    trajectories: list[Trajectory]
+    """The kept B groups of G trajectories, their groups renumbered 0..B-1."""
+    metrics: dict[str, float]
+    """The step's ``sampling/*`` metrics."""
+    extra: RolloutTimings
+    """The generation and environment seconds of the extra rounds' rollouts."""
+
+
 class GraspRollout:
     """TRL ``rollout_func``: prompts in, our engine's trajectories out, as TRL's fields.
 
@@ -230,7 +242,7 @@ class GraspRollout:
     scores the episodes, and returns the token ids, the env mask (tool results carry no
     loss) and per-sample extra fields. An episode that generated nothing (its first turn
     failed) reaches TRL with one masked id (``trained_trace``). Each process also appends one
-    ``RolloutRecord`` per call to ``records_dir/process-<i>.jsonl``."""
+    ``RolloutRecord`` per call to the run folder's ``rollouts/process-<i>.jsonl``."""
 
     def __init__(
         self,
@@ -240,7 +252,7 @@ class GraspRollout:
         policy_for: Callable[[GRPOTrainerView], Policy],
         return_logprobs: bool = False,
         dynamic_sampling: DynamicSamplingSettings | None = None,
-        records_dir: Path | None = None,
+        run_folder: RunFolder | None = None,
     ) -> None:
         if engine.chat is None:
             raise ValueError(
@@ -253,7 +265,7 @@ class GraspRollout:
         """The policy of a call, from the trainer: its current weights (or its vLLM engine)."""
         self.return_logprobs = return_logprobs
         self.dynamic_sampling = dynamic_sampling or DynamicSamplingSettings()
-        self.records_dir = records_dir
+        self.run_folder = run_folder
         """Where each process appends its ``RolloutRecord`` lines (None: nowhere)."""
         self._records_opened = False
 
@@ -279,11 +291,10 @@ class GraspRollout:
         trajectories = batch.scored(self.engine.config.reward)
         sampling: dict[str, float] = {}
         if self.dynamic_sampling.enabled and training:
-            trajectories, sampling, extra = self._resample(
-                trajectories, group, heads, trainer, policy
-            )
-            generation += extra[0]
-            environment += extra[1]
+            resampled = self._resample(trajectories, group, heads, trainer, policy)
+            trajectories, sampling = resampled.trajectories, resampled.metrics
+            generation += resampled.extra.generation
+            environment += resampled.extra.environment
         metrics = rollout_metrics(trajectories, group)
         metrics.update(sampling)
         metrics["time/rollout_generation_s"] = generation
@@ -291,7 +302,7 @@ class GraspRollout:
         metrics[ROLLOUT_SECONDS_KEY] = time.perf_counter() - started
         for name, value in metrics.items():
             log_metric(trainer, name, value)
-        if self.records_dir is not None:
+        if self.run_folder is not None:
             self._record(trajectories, trainer)
         assert self.engine.chat is not None
         traces = [trained_trace(t.tokens, self.engine.chat.end_of_turn_id) for t in trajectories]
@@ -317,29 +328,19 @@ class GraspRollout:
         heads: list[str],
         trainer: GRPOTrainerView,
         policy: Policy,
-    ) -> tuple[list[Trajectory], dict[str, float], tuple[float, float]]:
-        """Replace zero-spread groups with groups of fresh questions (grasp/train/dynamic_sampling.py).
-
-        Returns the kept trajectories (B groups, renumbered 0..B-1), the step's sampling
-        metrics, and the extra (generation, environment) seconds."""
+    ) -> Resampled:
+        """Replace zero-spread groups with groups of fresh questions, round by round, while
+        some are missing, fresh questions remain and rounds are left
+        (grasp/train/dynamic_sampling.py)."""
         needed = len(heads)
         groups = [trajectories[i : i + group] for i in range(0, len(trajectories), group)]
         seen = set(heads)
-        extra_generation = extra_environment = 0.0
+        extra = RolloutTimings()
         rounds = 0
-        step = trainer.state.global_step
-        for rounds in range(1, self.dynamic_sampling.max_rounds + 1):
-            totals = [[t.reward.total for t in g] for g in groups]
-            missing = needed - select_groups(totals, needed).with_spread
-            if missing == 0:
-                rounds -= 1
-                break
-            ids = replacement_ids(
-                list(self.questions), seen, missing, trainer.args.seed, step, rounds
-            )
-            if not ids:  # every training question was rolled out this step
-                rounds -= 1
-                break
+        while rounds < self.dynamic_sampling.max_rounds and (
+            ids := self._fresh_ids(groups, needed, seen, trainer, rounds + 1)
+        ):
+            rounds += 1
             seen.update(ids)
             batch = self.engine.run(
                 [self.questions[i] for i in ids],
@@ -347,12 +348,11 @@ class GraspRollout:
                 seed=self._step_seed(trainer, rounds),
                 policy=policy,
             )
-            extra_generation += batch.timings.generation
-            extra_environment += batch.timings.environment
+            extra.generation += batch.timings.generation
+            extra.environment += batch.timings.environment
             fresh = batch.scored(self.engine.config.reward)
             groups += [fresh[i : i + group] for i in range(0, len(fresh), group)]
-        totals = [[t.reward.total for t in g] for g in groups]
-        selection = select_groups(totals, needed)
+        selection = select_groups([[t.reward.total for t in g] for g in groups], needed)
         kept = [
             replace(t, group_id=number)
             for number, index in enumerate(selection.kept)
@@ -365,17 +365,35 @@ class GraspRollout:
             "sampling/rounds": float(rounds),
             "sampling/kept_zero_spread_share": 1.0 - selection.with_spread / needed,
         }
-        return kept, metrics, (extra_generation, extra_environment)
+        return Resampled(kept, metrics, extra)
+
+    def _fresh_ids(
+        self,
+        groups: list[list[Trajectory]],
+        needed: int,
+        seen: set[str],
+        trainer: GRPOTrainerView,
+        round_: int,
+    ) -> list[str]:
+        """The questions round ``round_`` rolls out: one per group with reward spread still
+        missing from the ``needed``, none rolled out this step (``seen``); [] when none is
+        missing, or every training question was rolled out this step."""
+        totals = [[t.reward.total for t in g] for g in groups]
+        missing = needed - select_groups(totals, needed).with_spread
+        if missing == 0:
+            return []
+        step = trainer.state.global_step
+        return replacement_ids(list(self.questions), seen, missing, trainer.args.seed, step, round_)
 
     def _record(self, trajectories: Sequence[Trajectory], trainer: GRPOTrainerView) -> None:
         """Append this call's ``RolloutRecord`` to this process's file. A resumed run first drops
         the records of the steps after its checkpoint (played again), as metrics.jsonl does."""
-        assert self.records_dir is not None
+        assert self.run_folder is not None
         index = int(trainer.accelerator.process_index)
         step = int(trainer.state.global_step) + 1
-        path = self.records_dir / f"process-{index}.jsonl"
+        path = self.run_folder.rollout_records_file(index)
         if not self._records_opened:
-            self.records_dir.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             drop_records_after(path, step - 1)
             self._records_opened = True
         record = RolloutRecord.of(trajectories, step, index, bool(trainer.model.training))

@@ -31,12 +31,13 @@ from typing import Any
 
 from grasp.env.environment import RetrievalEnvironment
 from grasp.env.tools import ToolRole
-from grasp.models import LoadedModel, ModelConfig, load_policy_model
+from grasp.models import MODEL_CONFIG_FILE, LoadedModel, ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.engine import RolloutConfig, RolloutEngine
 from grasp.rollout.scripted import HeuristicSearchPolicy, check_plan, plan_tool, plan_tools
 from grasp.rollout.trajectory import Trajectory, write_trajectories
 from grasp.train.process import RunProcess, SingleProcess
+from grasp.train.run_folder import WarmStartSummary
 from grasp.types import Question
 
 log = logging.getLogger(__name__)
@@ -114,15 +115,15 @@ class WarmStartResult:
     train_loss: float | None
     """The fine-tuning's mean loss (None when the trainer reported none)."""
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> WarmStartSummary:
         """The warm start, as results.json records it."""
-        return {
-            "model": str(self.model_dir),
-            "episodes_played": self.played,
-            "episodes_kept": self.kept,
-            "sft_loss": self.train_loss,
-            "note": "eval 'before' is the warm-started policy, the start of GRPO",
-        }
+        return WarmStartSummary(
+            model=str(self.model_dir),
+            episodes_played=self.played,
+            episodes_kept=self.kept,
+            sft_loss=self.train_loss,
+            note="eval 'before' is the warm-started policy, the start of GRPO",
+        )
 
 
 def warm_start(
@@ -144,7 +145,7 @@ def warm_start(
     if marker.exists():
         log.info("warm start: reusing %s", model_dir)
         done = json.loads(marker.read_text())
-        if not (model_dir / "config.json").is_file() and process.is_main_process:
+        if not (model_dir / MODEL_CONFIG_FILE).is_file() and process.is_main_process:
             _rebuild_from_adapter(context.model, out_dir / ADAPTER_DIR, model_dir)
         process.wait_for_everyone()
         warm = load_policy_model(warm_config)

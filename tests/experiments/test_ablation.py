@@ -1,16 +1,29 @@
 """The ablation comparison on hand-written run folders: exact deltas, missing variants, matching.
 
-Values are sums of powers of two, so every delta below is exact in floating point.
+Values are sums of powers of two, so every delta below is exact in floating point. Each run's
+results.json is a whole ``RunResults`` (the committed full run's, its compared values
+replaced), as a trained run writes it.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from grasp.env.episode import TurnRecord
+from grasp.eval.results import (
+    NOT_RECORDED,
+    DatasetResults,
+    EvaluationResults,
+    Interval,
+    MacroResults,
+    OverallResults,
+    PooledResults,
+    RolloutTime,
+)
 from grasp.eval.summary import summarize
 from grasp.experiments.ablation import (
     DEV_EVAL_DIR,
@@ -22,6 +35,11 @@ from grasp.experiments.ablation import (
     write_comparison,
 )
 from grasp.experiments.sweep import RunStatus, clear_failure, record_failure
+from grasp.paths import REPO_ROOT
+from grasp.train.run_folder import RunFolder
+
+TEMPLATE = RunFolder(REPO_ROOT / "results" / "ablations" / "cpu_grasp" / "none").read_results()
+"""A committed run's results: every field a run writes, before the test's values replace some."""
 
 WEIGHTS = {"alpha": 0.7, "beta": 0.15, "gamma": 0.15, "delta": 0.5, "threshold": 0.5}
 ALL_TOOLS = ["semantic_search", "keyword_search", "read_paragraph", "answer"]
@@ -38,16 +56,19 @@ def run_config(run_dir: Path, tools=ALL_TOOLS, seed=0, max_steps=4, **reward) ->
     }
 
 
-def interval(low: float, high: float) -> dict:
-    return {"mean": (low + high) / 2, "low": low, "high": high, "n": 8}
+def interval(low: float, high: float) -> Interval:
+    return Interval(mean=(low + high) / 2, low=low, high=high, n=8)
 
 
 def write_run(sweep: Path, variant: str, config: dict, after: dict, steps: int = 4) -> Path:
+    """A finished run folder: ``config`` and the template's results, trained ``steps``, its
+    evaluation after training with the values of ``after`` (``evaluation``)."""
     run_dir = sweep / variant
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps(config))
-    results = {"experiment": "cpu_smoke", "steps": steps, "after": after}
-    (run_dir / "results.json").write_text(json.dumps(results))
+    evaluation = replace(TEMPLATE.after, results=replace(TEMPLATE.after.results, **after))
+    results = replace(TEMPLATE, experiment="cpu_smoke", steps=steps, after=evaluation)
+    RunFolder(run_dir).write_results(results)
     return run_dir
 
 
@@ -220,10 +241,21 @@ def test_write_comparison_writes_json_and_markdown(sweep):
 
 def test_a_malformed_results_file_is_named(sweep):
     (sweep / "no_read" / "results.json").write_text(json.dumps({"steps": 4}))
-    with pytest.raises(ValueError, match=r"no_read/results.json: no 'after' evaluation"):
+    missing = "['experiment', 'data', 'train_questions', 'eval_questions', 'after', 'config']"
+    with pytest.raises(ValueError) as raised:
         compare(sweep, ["no_read"])
-    (sweep / "no_read" / "results.json").write_text(json.dumps({"after": {"em": 1.0}}))
-    with pytest.raises(ValueError, match=r"results.json: 'after' lacks \['f1'"):
+    path = sweep / "no_read" / "results.json"
+    assert str(raised.value) == (
+        f"{path}: not a run's results (RunResults: missing keys {missing})"
+    )
+    after = {k: v for k, v in TEMPLATE.after.to_json().items() if k != "f1"}
+    (sweep / "no_read" / "results.json").write_text(
+        json.dumps({**TEMPLATE.to_json(), "after": after})
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"results.json: not a run's results \(DatasetResults: missing keys \['f1'\]\)",
+    ):
         compare(sweep, ["no_read"])
     (sweep / "no_read" / "results.json").write_text("{not json")
     with pytest.raises(ValueError, match="results.json: not valid JSON"):
@@ -271,18 +303,28 @@ def test_is_finished_needs_results_the_same_config_the_full_budget_and_no_failur
 
 
 def write_dev_eval(run_dir: Path, episodes) -> None:
-    """An eval_dev/ folder as scripts/evaluate.py writes it, for one dataset."""
+    """An eval_dev/ folder as scripts/evaluate.py writes it, for one dataset (untimed)."""
     out = run_dir / DEV_EVAL_DIR
     (out / "hotpotqa").mkdir(parents=True)
     lines = "".join(json.dumps(t.to_json()) + "\n" for t in episodes)
     (out / "hotpotqa" / "trajectories.jsonl").write_text(lines)
-    summary = summarize(episodes).to_json()
-    results = {
-        "config": {"n": len(episodes), "datasets": ["hotpotqa"]},
-        "datasets": {"hotpotqa": summary},
-        "overall": {"pooled": summary},
-    }
-    (out / "results.json").write_text(json.dumps(results))
+    summary, n = summarize(episodes), len(episodes)
+    dataset = DatasetResults(
+        **summary.summary_fields(),
+        scoring_time_s=0.0,
+        wall_time_s=0.0,
+        wall_time_per_question_s=NOT_RECORDED,
+        rollout_time_s=RolloutTime(0.0, 0.0, 0.0),
+        questions=n,
+        questions_rolled_out=n,
+        questions_timed=0,
+        rollout_runs=1,
+        rollout_code=[],
+    )
+    overall = OverallResults(PooledResults.of(summary, [dataset]), MacroResults({}, {}))
+    config = {"n": n, "datasets": ["hotpotqa"]}
+    results = EvaluationResults({"hotpotqa": dataset}, overall, n, config, provenance={})
+    (out / "results.json").write_text(json.dumps(results.to_json()))
 
 
 def test_dev_sets_are_paired_with_the_full_run_question_by_question(sweep, trajectory):

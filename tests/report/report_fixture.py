@@ -3,7 +3,7 @@
 Scripted policies act in the real environment over the tiny index (tests/conftest.py) and
 the rollout engine scores them; ``evaluate_policy`` writes eval_before/ and eval_after/,
 ``MetricsFileCallback`` writes metrics.jsonl from ``rollout_metrics``, ``write_trajectories``
-writes the step samples and the trainer's ``_results`` the top-level results.json.
+writes the step samples and the trainer's ``run_results`` the top-level results.json.
 
 Episodes of eval_after, by question (turn budget 4):
 
@@ -36,7 +36,8 @@ from grasp.rollout.trajectory import write_trajectories
 from grasp.train.callbacks import MetricsFileCallback
 from grasp.train.config import TrainConfig
 from grasp.train.rollout_stats import ROLLOUT_SECONDS_KEY, rollout_metrics
-from grasp.train.trainer import TrainingData, _results
+from grasp.train.run_folder import RunFolder
+from grasp.train.trainer import TrainingData, run_results
 
 INJECTION = "<script>window.__injected = 1; console.error('injected')</script>"
 """Model text that must reach the report as text, never as a script."""
@@ -126,6 +127,7 @@ def build_run_dir(run_dir: Path, index, questions) -> Path:
         _engine(index, after_script), questions, run_dir / "eval_after", resolved
     )
     data = TrainingData(train=questions, eval=questions, pooled=questions, label="tiny corpus")
-    results = _results(config, data, before.results, after.results, STEPS)
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    RunFolder(run_dir).write_results(
+        run_results(config, data, before.results, after.results, STEPS)
+    )
     return run_dir

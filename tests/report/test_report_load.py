@@ -34,7 +34,8 @@ def test_a_training_run_loads_every_part(run_dir):
     assert run.kind is RunKind.TRAINING
     assert run.notes == []
     assert run.config["experiment"] == "report_fixture"
-    assert run.results["steps"] == STEPS and run.results["data"] == "tiny corpus"
+    assert run.results is not None
+    assert run.results.steps == STEPS and run.results.data == "tiny corpus"
     assert [e.key for e in run.evaluations] == ["eval_before", "eval_after"]
     assert [s.key for s in run.trajectory_sets] == ["eval_after", "eval_before", "step_2", "step_4"]
     assert [len(s.trajectories) for s in run.trajectory_sets] == [3, 3, 2, 2]

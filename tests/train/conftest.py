@@ -19,7 +19,7 @@ def _scripted_trainer(
     from grasp.rollout.chat import ChatTokenizer
     from grasp.rollout.scripted import ScriptedPolicy
     from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
-    from grasp.train.trainer import TrainingData, make_grpo_trainer
+    from grasp.train.trainer import TrainerInputs, TrainingData, TrainingSetup, build_grpo_trainer
 
     settings = {"bf16": False, "lora": LoraSettings(enabled=False), **grpo}
     config = TrainConfig(
@@ -37,7 +37,8 @@ def _scripted_trainer(
     data = TrainingData(questions, questions, questions, "tiny")
     policy = ScriptedPolicy(script)
     policy_for = policy_for or (lambda _: policy)
-    return make_grpo_trainer(config, data, env, loaded, chat, run_dir, policy_for=policy_for)
+    setup = TrainingSetup(data, env, env, loaded, chat)
+    return build_grpo_trainer(TrainerInputs(config, setup, policy_for=policy_for))
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ import pytest
 from matplotlib.image import imread
 
 from grasp.report.figures import dev_curve_figure
-from grasp.train.metrics_log import DEV_CURVE_FILE, METRICS_FILE, read_dev_curve
+from grasp.train.metrics_log import read_dev_curve
 from grasp.train.plots import DEV_PANELS, dev_points, panels_for, plot_run
+from grasp.train.run_folder import DEV_CURVE_FILE, METRICS_FILE
 
 HEIGHT_PER_PANEL = 3 * 110  # plot_run: 3 inches per panel at 110 dpi
 

@@ -17,7 +17,6 @@ from grasp.rollout.scripted import HeuristicSearchPolicy
 from grasp.rollout.trajectory import Trajectory
 from grasp.train.config import DevCurveSettings, TrainConfig
 from grasp.train.dev_curve import (
-    CURVE_FILE,
     DevCurve,
     DevCurveCallback,
     DevSet,
@@ -25,6 +24,7 @@ from grasp.train.dev_curve import (
     dev_questions,
     reads,
 )
+from grasp.train.run_folder import DEV_CURVE_FILE
 from grasp.types import EpisodeEvidence, StopReason
 
 
@@ -147,7 +147,7 @@ def test_the_curve_plays_the_same_questions_at_each_step_and_rebuilds_its_file(
     curve = DevCurve(tmp_path, sets, engine_for, lambda text: len(text.split()), {"run": "t"})
     first = curve.evaluate(0, "warm start")
     curve.evaluate(25, "step 25")
-    lines = [json.loads(line) for line in (tmp_path / CURVE_FILE).read_text().splitlines()]
+    lines = [json.loads(line) for line in (tmp_path / DEV_CURVE_FILE).read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 25]
     assert lines[0] == first
     assert first["pooled"]["episodes"] == 3
@@ -169,7 +169,7 @@ def test_the_curve_plays_the_same_questions_at_each_step_and_rebuilds_its_file(
     assert curve.done(0) and curve.done(25) and not curve.done(50)
     assert played == ["warm start", "warm start", "step 25", "step 25"]
     curve.evaluate(0, "again")  # a finished step: nothing played again, the file as before
-    assert [json.loads(x) for x in (tmp_path / CURVE_FILE).read_text().splitlines()] == lines
+    assert [json.loads(x) for x in (tmp_path / DEV_CURVE_FILE).read_text().splitlines()] == lines
 
 
 class _State:

@@ -18,7 +18,7 @@ from grasp.models import ModelConfig, load_policy_model
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
-from grasp.train.trainer import TrainingData, make_grpo_trainer
+from grasp.train.trainer import TrainerInputs, TrainingData, TrainingSetup, build_grpo_trainer
 
 
 def search_then_answer(request):
@@ -56,16 +56,8 @@ def test_trajectory_samples_search_the_evaluation_index(
     chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
     data = TrainingData([curie], [hillary], [curie], "tiny", eval_pooled=list(tiny_questions))
     policy = ScriptedPolicy(search_then_answer)
-    trainer = make_grpo_trainer(
-        config,
-        data,
-        env,
-        loaded,
-        chat,
-        tmp_path / "run",
-        policy_for=lambda _: policy,
-        eval_env=eval_env,
-    )
+    setup = TrainingSetup(data, env, eval_env, loaded, chat)
+    trainer = build_grpo_trainer(TrainerInputs(config, setup, policy_for=lambda _: policy))
     trainer.train()
     lines = (tmp_path / "run" / "trajectories" / "step_000001.jsonl").read_text().splitlines()
     [sample] = [json.loads(line) for line in lines]

@@ -14,10 +14,10 @@ from grasp.models import ModelConfig, load_policy_model
 from grasp.reward import compute_reward
 from grasp.rollout.chat import ChatTokenizer
 from grasp.rollout.scripted import ScriptedPolicy, tool_call_text
-from grasp.train.callbacks import read_metrics
 from grasp.train.config import GRPOSettings, LoraSettings, TrainConfig
+from grasp.train.metrics_log import read_metrics
 from grasp.train.rollout_stats import REPORT_KEY
-from grasp.train.trainer import TrainingData, make_grpo_trainer
+from grasp.train.trainer import TrainerInputs, TrainingData, TrainingSetup, build_grpo_trainer
 
 
 def scripted_answers(request):
@@ -55,15 +55,9 @@ def trained(tiny_index, tiny_questions, tiny_model_dir, tmp_path_factory):
     loaded = load_policy_model(config.model)
     chat = ChatTokenizer(loaded.tokenizer, env.prompt_tool_schemas)
     data = TrainingData(list(tiny_questions), list(tiny_questions), list(tiny_questions), "tiny")
-    trainer = make_grpo_trainer(
-        config,
-        data,
-        env,
-        loaded,
-        chat,
-        tmp_path,
-        policy_for=lambda _: ScriptedPolicy(scripted_answers),
-    )
+    setup = TrainingSetup(data, env, env, loaded, chat)
+    policy_for = lambda _: ScriptedPolicy(scripted_answers)  # noqa: E731
+    trainer = build_grpo_trainer(TrainerInputs(config, setup, policy_for=policy_for))
     outputs = []
     rollout = trainer.rollout_func
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import grasp.train.trainer as trainer_module
+import grasp.train.setup as train_setup
 from grasp.corpus import IndexConfig
 from grasp.paths import REPO_ROOT
 from grasp.train.config import TrainConfig
 from grasp.train.process import timed_barrier
-from grasp.train.trainer import shared_index
+from grasp.train.setup import shared_index
 
 # One process of a two-process gloo group (a file rendezvous): the main one "builds" for
 # SLEEP_S seconds before it reaches the barrier; each prints what the barrier did.
@@ -116,8 +116,8 @@ def calls(monkeypatch) -> Calls:
         seen.opened.append((directory, questions is not None))
         return "index"
 
-    monkeypatch.setattr(trainer_module, "build_index", build_index)
-    monkeypatch.setattr(trainer_module, "open_index", open_index)
+    monkeypatch.setattr(train_setup, "build_index", build_index)
+    monkeypatch.setattr(train_setup, "open_index", open_index)
     return seen
 
 

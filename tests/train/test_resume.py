@@ -191,7 +191,7 @@ def test_lowering_max_steps_below_the_trained_steps_is_refused_writing_nothing(
 def test_a_run_resumes_with_another_run_dir_and_refuses_other_differences(tmp_path):
     """Issue 36 item 3: a run folder moved or copied (another clone, another machine) records
     its old run_dir; that is no difference, any other still is."""
-    from grasp.train.run_folder import check_same_run, evaluation_fingerprint
+    from grasp.train.resume import check_same_run, evaluation_fingerprint
 
     recorded = {"run_dir": "runs/old", "env": {"top_k": 5}, "grpo": {"max_steps": 4}}
     path = tmp_path / "config.json"

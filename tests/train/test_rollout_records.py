@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from grasp.train.run_folder import RunFolder
 from grasp.train.trl_bridge import GraspRollout, TrainingPrompts
 
 
@@ -17,10 +18,11 @@ def trainer(process_index: int, global_step: int):
     )
 
 
-def rollout(records_dir) -> GraspRollout:
+def rollout(run_dir) -> GraspRollout:
     engine = SimpleNamespace(chat=object())  # _record uses neither engine nor policy
     prompts = TrainingPrompts([], {})
-    return GraspRollout(engine, {}, prompts, lambda _: None, records_dir=records_dir)  # type: ignore[arg-type]
+    folder = RunFolder(run_dir)
+    return GraspRollout(engine, {}, prompts, lambda _: None, run_folder=folder)  # type: ignore[arg-type]
 
 
 def played(*question_ids: str, group: int = 2):
@@ -39,7 +41,7 @@ def test_each_call_appends_the_step_and_each_trajectorys_question_and_group(tmp_
     adapter = rollout(tmp_path)
     adapter._record(played("q-a", "q-b"), trainer(1, 0))
     adapter._record(played("q-c", "q-d"), trainer(1, 1))
-    assert lines(tmp_path / "process-1.jsonl") == [
+    assert lines(tmp_path / "rollouts" / "process-1.jsonl") == [
         {
             "step": 1,
             "process_index": 1,
@@ -55,7 +57,7 @@ def test_each_call_appends_the_step_and_each_trajectorys_question_and_group(tmp_
             "group_ids": [0, 0, 1, 1],
         },
     ]
-    assert not (tmp_path / "process-0.jsonl").exists()
+    assert not (tmp_path / "rollouts" / "process-0.jsonl").exists()
 
 
 def test_a_resumed_run_drops_the_records_of_the_steps_it_plays_again(tmp_path):
@@ -64,6 +66,6 @@ def test_a_resumed_run_drops_the_records_of_the_steps_it_plays_again(tmp_path):
         killed._record(played(f"q-{step}"), trainer(0, step))
     resumed = rollout(tmp_path)
     resumed._record(played("q-again"), trainer(0, 1))
-    records = lines(tmp_path / "process-0.jsonl")
+    records = lines(tmp_path / "rollouts" / "process-0.jsonl")
     assert [r["step"] for r in records] == [1, 2]
     assert records[1]["question_ids"] == ["q-again", "q-again"]

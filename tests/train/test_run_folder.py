@@ -1,10 +1,10 @@
-"""A run folder's first checks (grasp/train/run_folder.py): a finished run is left alone, one
+"""A run folder's first checks (grasp/train/resume.py): a finished run is left alone, one
 that cannot go on is refused naming what is missing, one process at a time trains a folder,
 and a folder that is not a training run's is named as such.
 
 No model is loaded and no index built: the run folders are copies of the committed
 ``results/cpu_grasp_v2`` (its config.json and results.json, a final/ with its adapter config)
-or made from it, and ``build_training`` (the index and the model) fails the test if reached.
+or made from it, and ``load_training`` (the index and the model) fails the test if reached.
 """
 
 from __future__ import annotations
@@ -26,29 +26,30 @@ from grasp.eval.resume import LOCK_FILE
 from grasp.paths import REPO_ROOT
 from grasp.train import trainer as trainer_module
 from grasp.train.process import SingleProcess
-from grasp.train.run_folder import (
+from grasp.train.resume import (
     NotATrainingRunError,
     RunFinishedError,
     RunLockedError,
     check_training_run,
     run_lock,
 )
+from grasp.train.run_folder import RunResults
 
 COMMITTED = REPO_ROOT / "results" / "cpu_grasp_v2"
 
 
 class BuildReached(AssertionError):
-    """build_training was called: the run went on to its index and model."""
+    """load_training was called: the run went on to its index and model."""
 
 
 @pytest.fixture
 def no_build(monkeypatch):
-    """build_training raises BuildReached: reaching it means the run would load and train."""
+    """load_training raises BuildReached: reaching it means the run would load and train."""
 
     def build(config, process=None):
         raise BuildReached(str(config.run_dir))
 
-    monkeypatch.setattr(trainer_module, "build_training", build)
+    monkeypatch.setattr(trainer_module, "load_training", build)
 
 
 def committed_copy(tmp_path: Path, steps: int | None = None) -> Path:
@@ -72,7 +73,7 @@ def add_checkpoint(run_dir: Path, step: int) -> None:
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
 
 
-def train(run_dir: Path, *overrides: str) -> dict:
+def train(run_dir: Path, *overrides: str) -> RunResults:
     """What ``python scripts/train.py experiment=cpu_grasp_v2 run_dir=<run_dir> <overrides>``
     does, in this process."""
     from hydra import compose, initialize_config_dir
@@ -101,11 +102,11 @@ def test_rerunning_the_committed_finished_run_says_so_and_does_nothing(tmp_path,
     README's command trained it again from step 0 over the committed policy."""
     run_dir = committed_copy(tmp_path)
     before = contents(run_dir)
-    with caplog.at_level(logging.INFO, logger="grasp.train.run_folder"):
+    with caplog.at_level(logging.INFO, logger="grasp.train.resume"):
         results = train(run_dir)
-    assert results == json.loads((COMMITTED / "results.json").read_text())
+    assert results.to_json() == json.loads((COMMITTED / "results.json").read_text())
     assert contents(run_dir) == before, "no file written, config.json untouched, no lock left"
-    said = [r for r in caplog.records if r.name == "grasp.train.run_folder"]
+    said = [r for r in caplog.records if r.name == "grasp.train.resume"]
     assert [r.getMessage() for r in said if r.levelno == logging.INFO] == [
         f"{run_dir} is finished: trained to step 150 of grpo.max_steps=150 (results.json and "
         "final/); nothing to do. To train on, raise grpo.max_steps: that needs "
@@ -136,7 +137,7 @@ def test_a_finished_two_step_run_whose_checkpoints_are_gone_is_left_alone(tmp_pa
     again trained steps 1 and 2 again (metrics.jsonl: 1, 2, 1, 2); with grpo.max_steps=3 too."""
     run_dir = committed_copy(tmp_path, steps=2)
     before = contents(run_dir)
-    assert train(run_dir, "grpo.max_steps=2")["steps"] == 2
+    assert train(run_dir, "grpo.max_steps=2").steps == 2
     with pytest.raises(RunFinishedError, match=re.escape("checkpoint-2 is missing (checkpoints/")):
         train(run_dir, "grpo.max_steps=3")
     assert contents(run_dir) == before
@@ -148,7 +149,7 @@ def test_a_finished_two_step_run_whose_checkpoints_are_gone_is_left_alone(tmp_pa
     add_checkpoint(run_dir, 2)
     with pytest.raises(BuildReached):
         train(run_dir, "grpo.max_steps=3")
-    assert train(run_dir, "grpo.max_steps=2")["steps"] == 2  # finished still: nothing to do
+    assert train(run_dir, "grpo.max_steps=2").steps == 2  # finished still: nothing to do
 
 
 def test_a_run_whose_results_outlive_both_final_and_its_checkpoint_is_refused(tmp_path, no_build):
@@ -169,7 +170,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from grasp.train.run_folder import run_lock
+    from grasp.train.resume import run_lock
 
     with run_lock(Path(sys.argv[1])):
         print("held", flush=True)
@@ -234,7 +235,7 @@ def test_the_lock_is_held_for_the_whole_run_and_a_killed_holders_lock_blocks_not
             pass
         raise BuildReached(str(run_dir))
 
-    monkeypatch.setattr(trainer_module, "build_training", build)
+    monkeypatch.setattr(trainer_module, "load_training", build)
     with pytest.raises(BuildReached):
         train(run_dir, "grpo.max_steps=3")  # the resume goes on past the stale lock
     assert contents(run_dir) == before, "the lock file goes with the run that held it"

@@ -7,6 +7,7 @@ accelerate, and a recording stand-in says whether it is the main process.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -14,7 +15,8 @@ from omegaconf import OmegaConf
 from tiny_run import tiny_run_overrides
 
 from grasp.paths import REPO_ROOT
-from grasp.train import trainer as trainer_module
+from grasp.train import process as process_module
+from grasp.train.run_folder import RunFolderError
 from grasp.train.trainer import run_training
 
 RUN_FILES = ("config.json", "eval_before", "eval_after", "results.json", "curves.png")
@@ -63,14 +65,17 @@ def runs(tmp_path_factory, tiny_model_dir, tiny_questions_file):
         config, resolved = compose(run_dir, tiny_model_dir, tiny_questions_file, index_dir)
         process = RecordingProcess(is_main)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(trainer_module, "timed_barrier", _recording(process))
-            results = run_training(config, resolved, process=process)
+            patch.setattr(process_module, "timed_barrier", _recording(process))
+            try:
+                results = run_training(config, resolved, process=process)
+            except RunFolderError as error:  # the other process, without a main one
+                results = error
         done[part] = (run_dir, process, results)
     return done
 
 
 def _recording(process: RecordingProcess):
-    """trainer's timed_barrier as a process of a two-process launch meets it (the stand-in
+    """The run's timed_barrier (``MainWrites``) as a process of a two-process launch meets it (the stand-in
     says it is the only process, so that the run validates as one): it waits, and records
     what it waits for and for how long."""
 
@@ -84,14 +89,16 @@ def _recording(process: RecordingProcess):
 def test_a_process_other_than_the_main_one_writes_no_run_file(runs):
     run_dir, process, results = runs["other"]
     assert not any((run_dir / name).exists() for name in RUN_FILES)
-    assert results == {}  # nothing written by a main process to read back
+    # It returns what the main process wrote; here no main process wrote anything.
+    assert str(results) == f"{run_dir / 'results.json'}: the main process wrote no results"
     assert (run_dir / "final").is_dir()  # the trainer's own saves are gated by the trainer
 
 
 def test_the_main_process_writes_every_file_and_both_wait_alike(runs):
     run_dir, process, results = runs["main"]
     assert all((run_dir / name).exists() for name in RUN_FILES)
-    assert results["steps"] == 1 and "before" in results
+    assert results.steps == 1 and results.before is not None
+    assert results.to_json() == json.loads((run_dir / "results.json").read_text())
     lines = (run_dir / "eval_after" / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == 2  # each evaluation question once
     # Every wait of one process is matched by the other's, or the launch would hang.

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from grasp.rollout.scripted import tool_call_text
 from grasp.train.callbacks import TrajectorySampleCallback
-from grasp.train.trainer import WEIGHTS_STEP_KEY
+from grasp.train.run_folder import WEIGHTS_STEP_KEY
 from grasp.train.trl_bridge import sample_weights_step
 
 
