@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grasp.env.episode import TurnRecord
 from grasp.eval.transcript import transcript
-from grasp.reward import RewardBreakdown
+from grasp.reward import TERM_NAMES, RewardBreakdown
 from grasp.rollout.trajectory import Trajectory
 from grasp.types import StopReason
 
@@ -40,7 +40,7 @@ def trajectory() -> Trajectory:
         tool_calls={"semantic_search": 1, "answer": 1},
         errors={"invalid_argument": 1},
         reward=RewardBreakdown(
-            terms={"R_A": 1.0, "R_R": 0.0, "R_S": 0.0, "R_E": 0.4, "R_F": 0.0, "R_N": 0.0},
+            terms=dict.fromkeys(TERM_NAMES, 0.0) | {"R_A": 1.0, "R_E": 0.4},
             total=1.06,
             em=1.0,
             f1=1.0,
@@ -63,6 +63,6 @@ def test_a_transcript_shows_each_turn_its_observation_and_the_reward():
         "    | Error: sentence_id must be an integer id",
         'turn 3: answer {"answer": "Carondelet Canal"}',
         "answer: 'Carondelet Canal' (stop: answered, 3 turns)",
-        "reward: R_A 1.000  R_R 0.000  R_S 0.000  R_E 0.400  R_F 0.000  R_N 0.000  total 1.060",
+        "reward: R_A 1.000  R_R 0.000  R_S 0.000  R_E 0.400  R_F 0.000  R_N 0.000  R_G 0.000  R_C 0.000  total 1.060",
         "EM 1  F1 1.000  read paragraphs: []",
     ]

@@ -90,6 +90,11 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
             "label": "cpu_grasp_v2 warm start (before GRPO)",
         },
     }
+    assert swept.pop("matched_context") == {
+        "sweep": None,
+        "baseline": "single_step_hybrid",
+        "metrics": ["recall", "answer_in_evidence", "em", "f1"],
+    }
     evaluated = compose("evaluate", overrides=["policy=hf", "baseline=ircot"])
     assert swept == OmegaConf.to_container(evaluated, resolve=True)
 
