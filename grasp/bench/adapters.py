@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.bench.config import BenchAdaptersConfig
-from grasp.bench.report import machine
+from grasp.bench.report import Machine, machine
 
 log = logging.getLogger("bench_adapters")
 
@@ -31,7 +31,29 @@ def load(config: BenchAdaptersConfig, merge_last: bool) -> Any:
     return (model.merge_and_unload() if merge_last else model).eval()
 
 
-def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
+class AdaptersRow(TypedDict):
+    """One prompt length: the best time each way, and how alike the sequences are."""
+
+    prompt_tokens: int
+    unmerged_s: float
+    merged_s: float
+    speedup_merged: float
+    identical_sequences_share: float
+    all_seconds: dict[str, list[float]]
+    """Every repeat's seconds, unmerged and merged."""
+
+
+class AdaptersReport(TypedDict):
+    """The benchmark's JSON report."""
+
+    rows: list[AdaptersRow]
+    batch: int
+    new_tokens: int
+    adapters: list[str]
+    environment: Machine
+
+
+def run_benchmark(config: BenchAdaptersConfig) -> AdaptersReport:
     """Per prompt length: the best of ``repeats`` greedy generations unmerged and merged, and
     the share of identical sequences; the JSON report."""
     import torch
@@ -40,7 +62,7 @@ def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
 
     load_before = os.getloadavg()
     tokenizer = load_policy_model(config.model).tokenizer
-    rows = []
+    rows: list[AdaptersRow] = []
     for repeat in config.prompt_repeats:
         prompts = [
             " ".join(
@@ -96,7 +118,7 @@ def run_benchmark(config: BenchAdaptersConfig) -> dict[str, Any]:
     }
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: AdaptersReport) -> str:
     """The rows as a Markdown table under the batch and token settings."""
     lines = [
         f"batch {report['batch']}, {report['new_tokens']} new tokens, greedy",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.bench.config import BenchDtypeConfig
-from grasp.bench.report import format_value, machine
+from grasp.bench.report import Machine, format_value, machine
 from grasp.bench.threads import timed_rate
 from grasp.models import ModelConfig, load_policy_model, native_bfloat16, torch_dtype
 from grasp.threads import set_threads
@@ -49,7 +49,41 @@ def time_generation(model: Any, tokenizer: Any, rows: int, new_tokens: int) -> f
     return generated / elapsed
 
 
-def measure(config: BenchDtypeConfig, name: str) -> dict[str, Any]:
+class _DtypeTimings(TypedDict):
+    dtype: str
+    matmul_ms: float
+    encoder_sentences_per_s: float
+    generated_tokens_per_s: float
+
+
+class DtypeRow(_DtypeTimings, total=False):
+    """The three timings in one dtype, and each as a ratio to the reference dtype's."""
+
+    vs_reference: dict[str, float]
+    """Added once every row is measured (``run_benchmark``)."""
+
+
+class DtypeSettings(TypedDict):
+    matmul_size: int
+    sentences: int
+    generate_rows: int
+    new_tokens: int
+    model: str
+    encoder: str
+
+
+class DtypeReport(TypedDict):
+    """The benchmark's JSON report."""
+
+    rows: list[DtypeRow]
+    reference_dtype: str
+    native_bfloat16: bool
+    cpu_capability: str
+    settings: DtypeSettings
+    environment: Machine
+
+
+def measure(config: BenchDtypeConfig, name: str) -> DtypeRow:
     """One row: the three timings in dtype ``name``."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -77,7 +111,7 @@ def measure(config: BenchDtypeConfig, name: str) -> dict[str, Any]:
     }
 
 
-def run_benchmark(config: BenchDtypeConfig) -> dict[str, Any]:
+def run_benchmark(config: BenchDtypeConfig) -> DtypeReport:
     """A row per dtype, and each row's ratio to the first; the JSON report."""
     import torch
 
@@ -108,7 +142,7 @@ def run_benchmark(config: BenchDtypeConfig) -> dict[str, Any]:
     }
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: DtypeReport) -> str:
     """The rows as a Markdown table, each value also relative to the reference dtype."""
     reference = report["reference_dtype"]
     head = " | ".join(f"{column} | x {reference}" for _, column, _ in METRICS)

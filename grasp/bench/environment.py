@@ -8,7 +8,7 @@ policy; ``table(results)`` is its printed table. ``scripts/bench_env.py`` is the
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypedDict
 
 from grasp.bench.config import BenchEnvConfig
 from grasp.data import load_questions
@@ -23,7 +23,44 @@ from grasp.serve.client import open_index
 log = logging.getLogger("bench_env")
 
 
-def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]:
+class ScriptedRow(TypedDict):
+    """Scripted episodes at once: the environment's seconds and tool calls per second."""
+
+    episodes: int
+    tool_calls: int
+    environment_s: float
+    tool_calls_per_s: float
+    token_bookkeeping: bool
+
+
+HfRollout = TypedDict(
+    "HfRollout",
+    {
+        "questions": int,
+        "turns": int,
+        "tool_calls": int,
+        "generation_s": float,
+        "environment_s": float,
+        "total_s": float,
+        "environment_share": float,
+        "generated_tokens": int,
+        "generated_tokens_per_s": float,
+        "target_environment_share_below": float,
+        "pass": bool,
+    },
+)
+"""One rollout with the configured policy, its time split by who spent it (``pass``: the
+environment's share under the target; a keyword, hence this form)."""
+
+
+class EnvReport(TypedDict):
+    """The benchmark's JSON report."""
+
+    scripted: list[ScriptedRow]
+    hf_rollout: HfRollout
+
+
+def scripted_throughput(env, questions, episodes: int, chat) -> ScriptedRow:
     """Run ``episodes`` scripted episodes at once; environment time and tool calls/s."""
     group = -(-episodes // len(questions))  # ceil: enough samples per question to reach the count
     chosen = questions[: max(1, episodes // group)]
@@ -40,7 +77,7 @@ def scripted_throughput(env, questions, episodes: int, chat) -> dict[str, float]
     }
 
 
-def run_benchmark(config: BenchEnvConfig) -> dict[str, Any]:
+def run_benchmark(config: BenchEnvConfig) -> EnvReport:
     """Scripted throughput at each episode count, with and without token bookkeeping, then one
     rollout of ``hf_questions`` with the configured policy; the JSON report."""
     name = config.dataset.name
@@ -49,18 +86,18 @@ def run_benchmark(config: BenchEnvConfig) -> dict[str, Any]:
     index = open_index(config.index, directory, questions).warm_up()
     env = RetrievalEnvironment(index, config.env)
     built = build_policy(config.policy, env.prompt_tool_schemas)
-    results: dict[str, Any] = {"scripted": []}
+    scripted = []
     for count in config.episode_counts:
         for chat in (None, built.chat):
             row = scripted_throughput(env, questions, count, chat)
-            results["scripted"].append(row)
+            scripted.append(row)
             log.info("scripted %s", row)
     engine = RolloutEngine(env, built.policy, config.rollout, chat=built.chat)
     batch = engine.run(questions[: config.hf_questions])
     t = batch.timings
     trajectories = batch.scored(config.rollout.reward)
     generated = sum(tr.generated_tokens for tr in trajectories)
-    results["hf_rollout"] = {
+    hf_rollout: HfRollout = {
         "questions": config.hf_questions,
         "turns": t.turns,
         "tool_calls": sum(sum(tr.tool_calls.values()) for tr in trajectories),
@@ -73,10 +110,10 @@ def run_benchmark(config: BenchEnvConfig) -> dict[str, Any]:
         "target_environment_share_below": 0.10,
         "pass": t.environment / t.total < 0.10,
     }
-    return results
+    return {"scripted": scripted, "hf_rollout": hf_rollout}
 
 
-def table(results: dict[str, Any]) -> str:
+def table(results: EnvReport) -> str:
     """The scripted rows as a Markdown table, then the rollout's split in one sentence."""
     lines = [
         "| episodes | token bookkeeping | tool calls | env seconds | tool calls/s |",

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.bench.report import write_report
 from grasp.corpus import CorpusIndex, build_index
@@ -23,7 +23,7 @@ from grasp.corpus.fusion import FusionConfig
 from grasp.data import load_questions, sample_questions
 from grasp.data.config import DatasetConfig, dataset_path
 from grasp.eval.config import EvalRetrievalConfig
-from grasp.eval.provenance import code_version
+from grasp.eval.provenance import CodeVersion, code_version
 from grasp.metrics import bootstrap_ci, paragraph_recall
 from grasp.paths import REPO_ROOT
 from grasp.types import Granularity, Question, Retriever
@@ -75,14 +75,62 @@ def recalls(
     ]
 
 
-def interval(values: list[float]) -> dict[str, float]:
+class Recall(TypedDict):
+    """A mean with its 95% bootstrap interval."""
+
+    mean: float
+    low: float
+    high: float
+
+
+class SettingRecall(TypedDict):
+    """One retriever or variant in one cell: its recall, and its paired differences."""
+
+    recall: Recall
+    minus_dense: Recall
+    minus_previous: Recall
+
+
+Cell = dict[str, SettingRecall]
+"""One dataset and granularity: every retriever and variant, by name."""
+
+
+class Choice(TypedDict):
+    """The rule's pick (module docstring), and what it read."""
+
+    macro_recall: dict[str, float]
+    """Each variant's mean recall over the cells."""
+    worse_than_dense_in: dict[str, list[str]]
+    """The cells (dataset/granularity) where a variant's paired interval lies below dense."""
+    chosen: str
+
+
+class _FusionCells(TypedDict):
+    command: str
+    code: CodeVersion
+    k: int
+    seed: int
+    split: str
+    questions: dict[str, int]
+    variants: dict[str, dict[str, Any]]
+    previous: str
+    cells: dict[str, dict[str, Cell]]
+
+
+class FusionReport(_FusionCells, total=False):
+    """The JSON report (``fusion.json``): every cell, then the choice they lead to."""
+
+    choice: Choice
+
+
+def interval(values: list[float]) -> Recall:
     ci = bootstrap_ci(values)
     return {"mean": ci.mean, "low": ci.low, "high": ci.high}
 
 
 def measure_cell(
     index: CorpusIndex, questions: list[Question], granularity: Granularity, k: int
-) -> dict[str, Any]:
+) -> Cell:
     """Every retriever and variant at one dataset and granularity."""
     per_question = {
         str(r): recalls(index, questions, r, granularity, k)
@@ -93,7 +141,7 @@ def measure_cell(
         per_question[variant.name] = recalls(index, questions, Retriever.HYBRID, granularity, k)
         log.info("  %s %s: %.3f", granularity, variant.name, _mean(per_question[variant.name]))
     dense, previous = per_question[str(Retriever.DENSE)], per_question[PREVIOUS]
-    cell: dict[str, Any] = {}
+    cell: Cell = {}
     for name, values in per_question.items():
         cell[name] = {
             "recall": interval(values),
@@ -103,7 +151,7 @@ def measure_cell(
     return cell
 
 
-def choose(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+def choose(cells: dict[str, dict[str, Cell]]) -> Choice:
     """The default by the rule of the module docstring, with each variant's macro mean."""
     flat = [cell for per_granularity in cells.values() for cell in per_granularity.values()]
     macro = {v.name: _mean([cell[v.name]["recall"]["mean"] for cell in flat]) for v in VARIANTS}
@@ -121,7 +169,7 @@ def choose(cells: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return {"macro_recall": macro, "worse_than_dense_in": worse, "chosen": chosen}
 
 
-def markdown(report: dict[str, Any]) -> str:
+def markdown(report: FusionReport) -> str:
     """One table of recall (95% CI) per granularity, then the paired differences."""
     cells, k = report["cells"], report["k"]
     names = [str(Retriever.DENSE), str(Retriever.BM25), *(v.name for v in VARIANTS)]
@@ -158,7 +206,7 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(ci: dict[str, float], signed: bool = False) -> str:
+def _cell(ci: Recall, signed: bool = False) -> str:
     sign = "+" if signed and ci["mean"] > 0 else ""
     return f"{sign}{ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
 
@@ -167,11 +215,11 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def run_fusion(config: EvalRetrievalConfig, command: str) -> dict[str, Any]:
+def run_fusion(config: EvalRetrievalConfig, command: str) -> FusionReport:
     """Every cell of every dataset (its index built or reused as eval_retrieval does), and the
     chosen default; the JSON report, ``command`` the line that ran it."""
     index_root = Path(config.index_root) if config.index_root else REPO_ROOT / "indexes"
-    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    cells: dict[str, dict[str, Cell]] = {}
     sizes: dict[str, int] = {}
     for name in config.datasets:
         path = dataset_path(DatasetConfig(name=name), config.split)
@@ -186,7 +234,7 @@ def run_fusion(config: EvalRetrievalConfig, command: str) -> dict[str, Any]:
         cells[str(name)] = {
             str(g): measure_cell(index, sample, g, config.k) for g in index.granularities
         }
-    report = {
+    report: FusionReport = {
         "command": command,
         "code": code_version(),
         "k": config.k,
@@ -201,7 +249,7 @@ def run_fusion(config: EvalRetrievalConfig, command: str) -> dict[str, Any]:
     return report
 
 
-def write_fusion_report(report: dict[str, Any], out: str | None) -> Path:
+def write_fusion_report(report: FusionReport, out: str | None) -> Path:
     """``out`` (default ``runs/eval_fusion.json``) as JSON, and its tables beside it as ``.md``."""
     path = write_report(report, out, "eval_fusion.json")
     path.with_suffix(".md").write_text(markdown(report))

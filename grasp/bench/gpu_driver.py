@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.paths import REPO_ROOT
 
@@ -80,11 +80,20 @@ PHASES = [
 DEFAULT_BUDGET_S = sum(phase.cap_s for phase in PHASES)
 
 
+class GpuEnvironment(TypedDict):
+    """The report's ``environment``: the device and the libraries' versions."""
+
+    dry_run: bool
+    device: str
+    gpu: str | None
+    versions: dict[str, str | None]
+
+
 @dataclass
 class Report:
     """The JSON the check writes, rewritten after every phase."""
 
-    environment: dict[str, Any]
+    environment: GpuEnvironment
     shapes: dict[str, Any]
     model: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
@@ -123,7 +132,7 @@ class RunSettings:
     """Tiny shapes on the CPU: each phase gets its ``dry_cap_s``."""
 
 
-def environment(dry_run: bool, device: str) -> dict[str, Any]:
+def environment(dry_run: bool, device: str) -> GpuEnvironment:
     import numpy as np
     import torch
     import transformers

@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.models import MODEL_CONFIG_FILE
 from grasp.paths import REPO_ROOT
@@ -202,9 +202,53 @@ def overrides(setup: TrainSetup, name: str, lora: bool, steps: int) -> list[str]
     ]
 
 
-def train_run(
-    setup: TrainSetup, name: str, lora: bool, steps: int, deadline: float
-) -> dict[str, Any]:
+class StepRecord(TypedDict):
+    """One GRPO step of a run, from its metrics.jsonl."""
+
+    step: int
+    step_s: float
+    rollout_s: float
+    update_s: float
+    peak_gib: float | None
+    reward: float | None
+    reward_std: float | None
+    frac_reward_zero_std: float | None
+    parse_error_rate: float | None
+
+
+class RunRecord(TypedDict):
+    """What a run left in its folder (``read_run``)."""
+
+    steps: list[StepRecord]
+    checkpoints: list[str]
+    final: bool
+    warm_start: dict[str, Any] | None
+    """results.json's warm start, as written."""
+    precision: dict[str, str] | None
+    trained_steps: int | None
+
+
+class TrainPhase(TypedDict, total=False):
+    """One training phase of the check: how its command went, and the run's record
+    (``RunRecord``'s fields); a phase that did not run has ``skipped`` alone."""
+
+    steps: list[StepRecord]
+    checkpoints: list[str]
+    final: bool
+    warm_start: dict[str, Any] | None
+    precision: dict[str, str] | None
+    trained_steps: int | None
+    overrides: list[str]
+    exit_code: int | None
+    seconds: float
+    resumed_from: str | None
+    log_tail: str
+    error: str
+    skipped: str
+    """Why the phase did not run (then nothing else)."""
+
+
+def train_run(setup: TrainSetup, name: str, lora: bool, steps: int, deadline: float) -> TrainPhase:
     """Run scripts/train.py for run ``name`` until ``deadline`` (``time.monotonic()``); what
     it did, read back from its folder."""
     arguments = overrides(setup, name, lora, steps)
@@ -223,7 +267,7 @@ def train_run(
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             code = None
-    result: dict[str, Any] = {
+    result: TrainPhase = {
         "overrides": arguments,
         "exit_code": code,
         "seconds": round(time.monotonic() - start, 1),
@@ -248,11 +292,11 @@ def _resumed_from(log_text: str) -> str | None:
     return None
 
 
-def read_run(run_dir: Path) -> dict[str, Any]:
+def read_run(run_dir: Path) -> RunRecord:
     """Per step: step, rollout and update seconds, peak GPU memory and reward spread (from
     ``metrics.jsonl``); the checkpoints, the warm start's summary and the precision."""
     folder = RunFolder(run_dir)
-    steps = []
+    steps: list[StepRecord] = []
     metrics = folder.metrics_file
     lines = metrics.read_text().splitlines() if metrics.is_file() else []
     for line in lines:
@@ -294,7 +338,7 @@ def train_phase(
     deadline: float,
     policy_tokenizer: Path | None = None,
     encoder_tokenizer: Path | None = None,
-) -> dict[str, Any]:
+) -> TrainPhase:
     """One of the check's training phases: ``full``, ``resume`` (the full run, one more step)
     or ``lora``."""
     prepare(setup, policy_tokenizer, encoder_tokenizer)

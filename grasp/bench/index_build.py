@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import psutil
@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 
 from grasp.bench.config import BenchBuildConfig
 from grasp.bench.measure import recall_at_k
-from grasp.bench.report import machine, metric_columns
+from grasp.bench.report import Machine, machine, metric_columns
 from grasp.corpus import DenseEncoder, IndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.build import BM25_DIR, DENSE_FILE, EMBEDDINGS_FILE
 from grasp.corpus.dense import configure_search, load_dense_index
@@ -307,7 +307,7 @@ def extrapolate(
 # ---------------------------------------------------------------------- report
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: BuildReport) -> str:
     """Each metric as a row; each size, then the extrapolation, as a column; then BM25 only."""
     sizes = report["sizes"]
     columns = [report["results"][str(size)] for size in sizes]
@@ -354,7 +354,29 @@ def measure_size_main(size: str, config_path: str, work_dir: str, out_path: str)
     Path(out_path).write_text(json.dumps(metrics))
 
 
-def run_benchmark(config: BenchBuildConfig) -> dict[str, Any]:
+class BuildQueries(TypedDict):
+    source: str
+    count: int
+
+
+class BuildReport(TypedDict):
+    """The benchmark's JSON report: per size, the build's metrics (``bench_size``), their
+    extrapolation, and the BM25-only builds."""
+
+    sizes: list[int]
+    results: dict[str, dict[str, Any]]
+    extrapolate_to: int
+    extrapolated: dict[str, float]
+    bm25_only: dict[str, dict[str, Any]]
+    corpus_method: str
+    real_sentences: int
+    queries: BuildQueries
+    environment: Machine
+    config: dict[str, Any]
+    runtime_s: float
+
+
+def run_benchmark(config: BenchBuildConfig) -> BuildReport:
     """Measure every size, each in a fresh process; returns the JSON report."""
     sizes = list(config.sizes)
     if not sizes or sizes != sorted(sizes) or sizes[0] < 1:

@@ -18,16 +18,33 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.corpus.manifest import library_versions
 from grasp.paths import REPO_ROOT
 from grasp.threads import available_cores
 
 
+class LoadAverages(TypedDict):
+    start: tuple[float, float, float]
+    end: tuple[float, float, float]
+
+
+class Machine(TypedDict):
+    """A report's ``environment``: what its timings ran on."""
+
+    cores: int
+    load_average_1_5_15_min: LoadAverages
+    torch_threads: int
+    faiss_threads: int
+    machine: str
+    python: str
+    versions: dict[str, str]
+
+
 def machine(
     load_before: tuple[float, float, float], versions: dict[str, str] | None = None
-) -> dict[str, Any]:
+) -> Machine:
     """The report's ``environment``: cores, load averages, thread pools, versions.
 
     ``versions`` adds libraries beyond those an index records (``library_versions``).
@@ -46,7 +63,7 @@ def machine(
     }
 
 
-def write_report(report: dict[str, Any], out: str | None, default_name: str) -> Path:
+def write_report(report: Mapping[str, Any], out: str | None, default_name: str) -> Path:
     """Write ``report`` as JSON to ``out`` (default ``runs/<default_name>``); return the path."""
     path = Path(out) if out else REPO_ROOT / "runs" / default_name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +72,7 @@ def write_report(report: dict[str, Any], out: str | None, default_name: str) -> 
 
 
 def publish(
-    report: dict[str, Any], out: str | None, default_name: str, table: str, log: logging.Logger
+    report: Mapping[str, Any], out: str | None, default_name: str, table: str, log: logging.Logger
 ) -> Path:
     """The end of every benchmark: write the report (``write_report``), print its table, and
     log where it went; returns the path."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import bm25s
 import faiss
@@ -33,7 +33,7 @@ from rank_bm25 import BM25Okapi
 
 from grasp.bench.config import BenchRetrievalConfig
 from grasp.bench.measure import latency_metrics, recall_at_k, time_batch, time_each
-from grasp.bench.report import format_value, machine, metric_columns
+from grasp.bench.report import Machine, format_value, machine, metric_columns
 from grasp.corpus import CorpusIndex, DenseIndexConfig, KeywordIndex, SentenceCorpus, build_index
 from grasp.corpus.bm25 import top_positive
 from grasp.corpus.build import EMBEDDINGS_FILE
@@ -389,7 +389,33 @@ def targets(results: dict[int, dict[str, float]], sizes: Sequence[int]) -> dict[
 # ---------------------------------------------------------------------- report
 
 
-def table(report: dict[str, Any]) -> str:
+class RetrievalQueries(TypedDict):
+    source: str
+    batch: int
+    single: int
+
+
+class RetrievalReport(TypedDict):
+    """The benchmark's JSON report: per size, the searches' metrics (``bench_size``), and
+    the targets they are held to."""
+
+    sizes: list[int]
+    results: dict[str, dict[str, float]]
+    targets: dict[str, dict[str, Any]]
+    bm25s_speedup_vs_rank_bm25: float | None
+    bm25s_speedup_size: int | None
+    corpus_method: str
+    vector_method: str
+    perturbation_sigma: float
+    real_sentences: int
+    real_paragraphs: int
+    queries: RetrievalQueries
+    environment: Machine
+    config: dict[str, Any]
+    runtime_s: float
+
+
+def table(report: RetrievalReport) -> str:
     """Each metric as a row, each size as a column, then the targets."""
     sizes = report["sizes"]
     results = [report["results"][str(size)] for size in sizes]
@@ -406,7 +432,7 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_benchmark(config: BenchRetrievalConfig) -> dict[str, Any]:
+def run_benchmark(config: BenchRetrievalConfig) -> RetrievalReport:
     """Run every measurement at every size; returns the JSON report."""
     sizes = list(config.sizes)
     if not sizes or sizes != sorted(sizes) or sizes[0] < 1:

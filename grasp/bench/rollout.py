@@ -27,11 +27,11 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
-from grasp.bench.report import format_value, machine
+from grasp.bench.report import Machine, format_value, machine
 from grasp.rollout.hf_decode import PARTS, PartTimer, forward_timing
 from grasp.rollout.hf_policy import HFPolicy
 from grasp.rollout.policy import Generation, GenerationRequest, SamplingConfig
@@ -248,6 +248,69 @@ def _memory_curve(samples: list[tuple[int, int]], device: torch.device) -> list[
     return [[i, round(samples[i][0] / 2**30, 3), round(samples[i][1] / 2**30, 3)] for i in picked]
 
 
+class MemoryCurve(TypedDict):
+    columns: list[str]
+    """forward, then two memory figures: allocated and reserved (CUDA), RSS twice (CPU)."""
+    points: list[list[float]]
+
+
+class _VariantTimings(TypedDict):
+    seconds: float
+    generated_tokens: int
+    tokens_per_s: float
+    forwards: int
+    parts_s: dict[str, float]
+
+
+class VariantRun(_VariantTimings, total=False):
+    """One timed call of a variant; in a batch's report, the median of its repeats."""
+
+    peak_allocated_gib: float
+    """On CUDA."""
+    peak_reserved_gib: float
+    rss_start_gib: float
+    """On the CPU."""
+    rss_growth_peak_gib: float
+    memory_per_forward_gib: MemoryCurve
+    """Always, after the memory figures of its device."""
+    all_seconds: list[float]
+    """Every repeat's seconds (``_median_run``)."""
+    parts_from_synchronized_run_s: float
+    """On CUDA: the seconds of the run that waited for the device at each part."""
+
+
+class Agreement(TypedDict):
+    """Whether two variants generated the same ids (``compare``)."""
+
+    rows_with_equal_ids: int
+    rows: int
+    max_abs_logprob_diff: float | None
+
+
+class _BatchRuns(TypedDict):
+    rows: int
+    context_tokens: list[int]
+    variants: dict[str, VariantRun]
+    speedup: dict[str, float]
+    equal_to_before: dict[str, Agreement]
+
+
+class BatchReport(_BatchRuns, total=False):
+    """Every variant on one batch."""
+
+    load_average_after: tuple[float, float, float]
+
+
+class RolloutBenchReport(TypedDict):
+    """The benchmark's JSON report."""
+
+    batches: list[BatchReport]
+    settings: dict[str, Any]
+    contended: bool
+    note: str
+    environment: Machine
+
+
 def run_once(
     variant: str,
     model: Any,
@@ -256,7 +319,7 @@ def run_once(
     sampling: SamplingConfig,
     device: torch.device,
     sync: bool,
-) -> tuple[dict[str, Any], list[Generation]]:
+) -> tuple[VariantRun, list[Generation]]:
     """One timed call of ``variant``: seconds, tokens, parts, memory; and its generations."""
     decoder = VARIANTS[variant]
     policy = HFPolicy(model, tokenizer, decoder=decoder or "generate")
@@ -280,7 +343,7 @@ def run_once(
     if errors:
         raise RuntimeError(f"{variant}: {len(errors)} generation errors, first: {errors[0]}")
     tokens = sum(len(g.token_ids or ()) for g in generations)
-    result: dict[str, Any] = {
+    result: VariantRun = {  # its memory figures follow, by device
         "seconds": seconds,
         "generated_tokens": tokens,
         "tokens_per_s": tokens / seconds,
@@ -305,15 +368,15 @@ def run_once(
     return result, generations
 
 
-def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _median_run(runs: list[VariantRun]) -> VariantRun:
     """The run of median seconds, with every run's seconds."""
     ordered = sorted(runs, key=lambda r: r["seconds"])
-    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen = ordered[(len(ordered) - 1) // 2].copy()
     chosen["all_seconds"] = [r["seconds"] for r in runs]
     return chosen
 
 
-def compare(a: list[Generation], b: list[Generation]) -> dict[str, Any]:
+def compare(a: list[Generation], b: list[Generation]) -> Agreement:
     """Whether two variants generated the same ids, and the largest log-probability gap on
     them (None when either has no log-probabilities)."""
     same = [x.token_ids == y.token_ids for x, y in zip(a, b, strict=True)]
@@ -332,7 +395,7 @@ def compare(a: list[Generation], b: list[Generation]) -> dict[str, Any]:
 
 def run_batch(
     config: BenchRolloutConfig, model: Any, tokenizer: Any, rows: int, device: torch.device
-) -> dict[str, Any]:
+) -> BatchReport:
     """Every variant on one batch of ``rows`` requests, interleaved over the repeats."""
     requests = requests_for(config, rows)
     sampling = SamplingConfig(
@@ -341,7 +404,7 @@ def run_batch(
         max_new_tokens=config.new_tokens,
         seed=config.seed,
     )
-    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in config.variants}
+    runs: dict[str, list[VariantRun]] = {v: [] for v in config.variants}
     outputs: dict[str, list[Generation]] = {}
     for _ in range(config.repeats):
         for variant in config.variants:
@@ -365,7 +428,7 @@ def run_batch(
             profiled, _ = run_once(variant, model, tokenizer, requests, sampling, device, sync=True)
             variants[variant]["parts_s"] = profiled["parts_s"]
             variants[variant]["parts_from_synchronized_run_s"] = profiled["seconds"]
-    report: dict[str, Any] = {
+    report: BatchReport = {
         "rows": rows,
         "context_tokens": [len(r.token_ids or ()) for r in requests],
         "variants": variants,
@@ -388,7 +451,7 @@ def run_batch(
     return report
 
 
-def run_benchmark(config: BenchRolloutConfig) -> dict[str, Any]:
+def run_benchmark(config: BenchRolloutConfig) -> RolloutBenchReport:
     """Every batch size; the JSON report."""
     from grasp.bench.gpu import byte_tokenizer
     from grasp.threads import set_threads
@@ -425,7 +488,7 @@ def run_benchmark(config: BenchRolloutConfig) -> dict[str, Any]:
     }
 
 
-def contention(environment: dict[str, Any], during: list[Any]) -> bool:
+def contention(environment: Machine, during: list[Any]) -> bool:
     """Whether other processes ran: the 1-minute load average above ``CONTENDED_LOAD`` before
     the benchmark, or above it plus the benchmark's own torch threads after a batch or at the
     end (the benchmark itself keeps its threads busy)."""
@@ -448,7 +511,7 @@ def contention_note(contended: bool) -> str:
     )
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: RolloutBenchReport) -> str:
     """One Markdown row per batch and variant: seconds, tokens/s, ratios, parts, memory."""
     cuda = report["settings"]["device"].startswith("cuda")
     memory = "peak alloc / reserved GiB" if cuda else "RSS growth GiB"

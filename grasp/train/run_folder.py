@@ -31,10 +31,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grasp.eval.results import DatasetEvaluation, JsonRecord, newer_field, optional_field
 from grasp.eval.resume import LOCK_FILE
+
+if TYPE_CHECKING:  # its module loads model libraries; this one must not
+    from grasp.eval.provenance import CodeVersion
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +255,7 @@ class RunResults(JsonRecord):
     eval_questions: int
     steps: int
     """The optimizer step the run trained to."""
-    code: dict[str, Any] | None = newer_field()
+    code: CodeVersion | None = newer_field()
     """The commit that trained (or last resumed) the run (``grasp.eval.provenance``); None:
     written before it was recorded."""
     after: DatasetEvaluation = field(metadata={"decode": DatasetEvaluation.from_json})
