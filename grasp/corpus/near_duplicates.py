@@ -24,7 +24,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from datasketch import MinHash, MinHashLSH
 
@@ -56,6 +56,18 @@ class NearDuplicateConfig:
     @property
     def enabled(self) -> bool:
         return self.threshold > 0
+
+
+class NearDuplicateReport(TypedDict):
+    """What the index manifest records of detection: ``NearDuplicateConfig``'s fields, then
+    what they dropped."""
+
+    threshold: float
+    num_perm: int
+    shingle_words: int
+    seed: int
+    paragraphs_dropped: int
+    sentences_dropped: int
 
 
 def shingles(paragraph: Paragraph, words: int) -> set[bytes]:
@@ -144,7 +156,7 @@ class NearDuplicateFilter:
         self._stored_as[digest] = best
         return best
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> NearDuplicateReport:
         """What the index manifest records: the settings and what they dropped."""
         return {
             **dataclasses.asdict(self.config),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.rollout.trajectory import Trajectory
 
@@ -48,9 +48,25 @@ def citation_scores(cited: AbstractSet[int], supporting: AbstractSet[int]) -> Ci
     return CitationScores(precision=right / len(cited), recall=right / len(supporting))
 
 
+class _CitationCounts(TypedDict):
+    answers: int
+    cited_share: float
+    invalid: int
+    invalid_per_answer: float
+    scored_episodes: int
+
+
+class CitationSummary(_CitationCounts, total=False):
+    """The ladder's ``citations`` (``citation_summary``); the means only when an episode
+    was scored."""
+
+    precision: float
+    recall: float
+
+
 def citation_summary(
     trajectories: Sequence[Trajectory], supporting: Mapping[str, AbstractSet[int]]
-) -> dict[str, Any] | None:
+) -> CitationSummary | None:
     """The ladder's ``citations``: answers, cited share, invalid citations, and the mean
     precision and recall over the scored episodes (module docstring); ``supporting`` maps an
     episode id to its question's supporting sentence ids (episodes without facts absent).
@@ -65,7 +81,7 @@ def citation_summary(
         if supporting.get(episode)
     ]
     invalid = sum(c.invalid for c in answers.values())
-    summary: dict[str, Any] = {
+    summary: CitationSummary = {
         "answers": len(answers),
         "cited_share": len(citing) / len(answers),
         "invalid": invalid,
@@ -78,7 +94,7 @@ def citation_summary(
     return summary
 
 
-def pool_citations(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def pool_citations(parts: Sequence[CitationSummary]) -> CitationSummary | None:
     """One ``citations`` for the episodes of several summaries: each share weighted by its
     count (answers, scored episodes), so the result is the pooled mean; None for none."""
     if not parts:
@@ -86,7 +102,7 @@ def pool_citations(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     answers = sum(p["answers"] for p in parts)
     invalid = sum(p["invalid"] for p in parts)
     scored = [p for p in parts if p["scored_episodes"]]
-    pooled: dict[str, Any] = {
+    pooled: CitationSummary = {
         "answers": answers,
         "cited_share": sum(p["cited_share"] * p["answers"] for p in parts) / answers,
         "invalid": invalid,

@@ -42,10 +42,15 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.env.tools import ToolRole, has_role
-from grasp.eval.citations import citation_lines, citation_summary, pool_citations
+from grasp.eval.citations import (
+    CitationSummary,
+    citation_lines,
+    citation_summary,
+    pool_citations,
+)
 from grasp.eval.failures import FailureCode, failure_shares
 from grasp.eval.results import JsonRecord
 from grasp.metrics import normalize_answer
@@ -161,9 +166,33 @@ def grounded_answer(trajectory: Trajectory, paragraph_text: ParagraphText) -> bo
     return any(contains_answer(paragraph_text(p), answer) for p in trajectory.read_paragraph_ids)
 
 
-def evidence_summary(
-    trajectories: Sequence[Trajectory], paragraph_text: ParagraphText
-) -> dict[str, Any]:
+class Evidence(TypedDict):
+    """The ladder's ``evidence`` (``evidence_summary``)."""
+
+    answer_in_evidence: float
+    episodes: int
+    grounded_answer: float
+    answered_episodes: int
+
+
+class _LadderRetrieval(TypedDict):
+    k: int | str | None
+    """The hits each call is scored on ("every hit of the call": all of them)."""
+    retrieval: dict[str, dict[str, float]]
+    """Per search tool (``retrieval_by_tool``)."""
+    failures: dict[str, float]
+    """The share of episodes of each failure code."""
+    episodes: int
+
+
+class LadderSection(_LadderRetrieval, total=False):
+    """results.json's ``ladder`` (``ladder_section``, or ``pool_sections``)."""
+
+    evidence: Evidence
+    citations: CitationSummary
+
+
+def evidence_summary(trajectories: Sequence[Trajectory], paragraph_text: ParagraphText) -> Evidence:
     """Answer-in-evidence over every episode, grounded-answer rate over the answered ones."""
     in_evidence = [answer_in_evidence(t, paragraph_text) for t in trajectories]
     grounded = [g for t in trajectories if (g := grounded_answer(t, paragraph_text)) is not None]
@@ -180,11 +209,11 @@ def ladder_section(
     paragraph_text: ParagraphText | None,
     k: int | None = None,
     supporting: Mapping[str, AbstractSet[int]] | None = None,
-) -> dict[str, Any]:
+) -> LadderSection:
     """results.json's ``ladder``: retrieval by tool, evidence (when paragraph texts are at
     hand), failure shares, and citations (when the episodes recorded any; ``supporting``
     maps an episode id to its supporting sentence ids, for their precision and recall)."""
-    section: dict[str, Any] = {
+    section: LadderSection = {
         "k": k if k is not None else "every hit of the call",
         "retrieval": retrieval_by_tool(trajectories, k),
         "failures": failure_shares(trajectories),
@@ -198,7 +227,7 @@ def ladder_section(
     return section
 
 
-def pool_sections(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def pool_sections(sections: Sequence[LadderSection]) -> LadderSection:
     """One ``ladder`` for the episodes of several sections: each mean weighted by its count
     (calls, episodes, answered episodes), so the result is the pooled mean."""
     episodes = sum(s["episodes"] for s in sections)
@@ -212,7 +241,7 @@ def pool_sections(sections: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         code: sum(s["failures"][code] * s["episodes"] for s in sections) / max(episodes, 1)
         for code in (str(c) for c in FailureCode)
     }
-    pooled_section: dict[str, Any] = {
+    pooled_section: LadderSection = {
         "k": sections[0]["k"] if sections else None,
         "retrieval": retrieval,
         "failures": failures,

@@ -22,7 +22,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
+
+if TYPE_CHECKING:  # the ladder's module reads this one
+    from grasp.eval.ladder import LadderSection
 
 R = TypeVar("R", bound="JsonRecord")
 
@@ -134,6 +137,23 @@ def _decoded(decode: Callable[[Any], Any]) -> dict[str, Any]:
     return {"decode": decode}
 
 
+class PolicyExtra(TypedDict, total=False):
+    """What policies reported in their trajectories' ``extra``, over an evaluation's episodes
+    (``grasp.eval.summary.extra_summary``); empty when nothing was reported."""
+
+    routes: dict[str, float]
+    """Share of episodes per Adaptive-RAG route."""
+    backend_calls_per_episode: float
+    backend_prompt_tokens_per_episode: float
+    backend_generated_tokens_per_episode: float
+    trigger_rate: float
+    """Share of the episodes that graded hits whose rewrite trigger fired."""
+    trigger_episodes: int
+    context_recall: float
+    """Mean recall of the gold paragraphs among those the backend answered from."""
+    context_recall_episodes: int
+
+
 @dataclass(kw_only=True)
 class Summary(JsonRecord):
     """``grasp.eval.summary.summarize`` of a set of trajectories: quality, tool use, tokens.
@@ -195,7 +215,7 @@ class Summary(JsonRecord):
     token_episodes: int | None = newer_field()
     """Episodes the token means are over; None: written before it was recorded."""
     episodes: int
-    policy_extra: dict[str, Any]
+    policy_extra: PolicyExtra
     """What baselines reported in their trajectories' ``extra`` (routes, backend calls)."""
 
     def summary_fields(self) -> dict[str, Any]:
@@ -236,7 +256,7 @@ class DatasetResults(Summary):
     """Episodes that ended in a generation error; None: written before it was recorded."""
     repeated_lines_dropped: int | None = newer_field()
     """Lines of trajectories.jsonl repeating an episode; None: written before it was."""
-    ladder: dict[str, Any] | None = newer_field()
+    ladder: LadderSection | None = newer_field()
     """The evaluation ladder (``grasp.eval.ladder.ladder_section``: retrieval per search call
     by tool, evidence, failure shares); None: written before it was recorded."""
 
@@ -268,7 +288,7 @@ class PooledResults(Summary):
     questions_rolled_out: int
     questions_timed: int
     wall_time_per_question_s: Mean
-    ladder: dict[str, Any] | None = newer_field()
+    ladder: LadderSection | None = newer_field()
     """The datasets' ladders pooled (``grasp.eval.ladder.pool_sections``); None: written
     before it was recorded, or some dataset has none."""
 
@@ -277,7 +297,7 @@ class PooledResults(Summary):
         cls,
         summary: Summary,
         datasets: Sequence[DatasetResults],
-        ladder: dict[str, Any] | None = None,
+        ladder: LadderSection | None = None,
     ) -> PooledResults:
         """``summary`` of the pooled episodes, with the datasets' seconds and questions summed
         (and ``ladder``, their ladders pooled)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.env.tools import ToolRole, has_role
 from grasp.eval.judge import VERDICT_SCORES, JudgeResult, Verdict
@@ -31,6 +31,8 @@ from grasp.eval.results import (
     NOT_RECORDED,
     Interval,
     MacroResults,
+    Mean,
+    PolicyExtra,
     Summary,
 )
 from grasp.metrics import (
@@ -276,7 +278,16 @@ def summarize(trajectories: Sequence[Trajectory], scores: EpisodeScores | None =
     )
 
 
-def token_means(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+class TokenMeans(TypedDict):
+    """``Summary``'s token means and the episodes they are over (``token_means``)."""
+
+    generated_tokens_per_episode: Mean
+    completion_tokens_per_episode: Mean
+    prompt_tokens_per_episode: Mean
+    token_episodes: int
+
+
+def token_means(trajectories: Sequence[Trajectory]) -> TokenMeans:
     """Generated, completion and prompt tokens per episode, over the episodes that counted
     them; "not recorded" when none did.
 
@@ -285,16 +296,19 @@ def token_means(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     ``token_episodes`` says how many episodes the means are over.
     """
     counted = [t for t in trajectories if t.prompt_tokens > 0]
-    keys = ("generated_tokens", "completion_tokens", "prompt_tokens")
-    if not counted:
-        return {**{f"{key}_per_episode": NOT_RECORDED for key in keys}, "token_episodes": 0}
-    means = {
-        f"{key}_per_episode": sum(getattr(t, key) for t in counted) / len(counted) for key in keys
+
+    def mean(key: str) -> Mean:
+        return sum(getattr(t, key) for t in counted) / len(counted) if counted else NOT_RECORDED
+
+    return {
+        "generated_tokens_per_episode": mean("generated_tokens"),
+        "completion_tokens_per_episode": mean("completion_tokens"),
+        "prompt_tokens_per_episode": mean("prompt_tokens"),
+        "token_episodes": len(counted),
     }
-    return {**means, "token_episodes": len(counted)}
 
 
-def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
+def extra_summary(trajectories: Sequence[Trajectory]) -> PolicyExtra:
     """What policies reported in the trajectories' ``extra`` (baselines do; agents do not).
 
     ``routes``: share of episodes per Adaptive-RAG route; ``backend_*``: mean backend calls
@@ -303,7 +317,7 @@ def extra_summary(trajectories: Sequence[Trajectory]) -> dict[str, Any]:
     that graded hits (CRAG, Self-RAG) whose rewrite trigger fired (``trigger_episodes`` of
     them). Empty when nothing was reported.
     """
-    summary: dict[str, Any] = {}
+    summary: PolicyExtra = {}
     routes = Counter(str(t.extra["route"]) for t in trajectories if "route" in t.extra)
     if routes:
         summary["routes"] = {k: v / len(trajectories) for k, v in sorted(routes.items())}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.env.tools import tool_names
 from grasp.eval.config_diff import as_json, config_differences, flatten, predates
@@ -313,19 +313,103 @@ def _mismatch(run: VariantRun, reference: VariantRun) -> list[str]:
     return found
 
 
+class MetricCell(TypedDict):
+    """One row's entry for one column (``_cell``)."""
+
+    value: float | None
+    delta: float | None
+    """The value minus the reference's; None when either is missing."""
+    ci: list[float] | None
+    """``[low, high]``, where the evaluation computed one."""
+
+
+class IntervalCell(TypedDict):
+    value: float
+    ci: list[float]
+
+
+class _DevMetricInterval(TypedDict):
+    value: float | None
+    ci: list[float] | None
+    delta: float | None
+    delta_ci: list[float] | None
+
+
+class DevMetric(_DevMetricInterval, total=False):
+    """A dev-set metric's value and interval, and its paired difference from the full run
+    (None: not paired)."""
+
+    paired: int
+    """The questions paired (when a difference was computed)."""
+
+
+class _DevScopeMetrics(TypedDict):
+    questions: int
+    metrics: dict[str, DevMetric]
+    turns_per_episode: float
+
+
+class DevScope(_DevScopeMetrics, total=False):
+    """One dataset, or the pooled datasets, of a variant's dev-set evaluation."""
+
+    context_tokens: IntervalCell
+    """Observation tokens per episode (with a token counter)."""
+
+
+class _DevStatus(TypedDict):
+    status: str
+    error: str | None
+    scopes: dict[str, DevScope]
+
+
+class DevCell(_DevStatus, total=False):
+    """A variant's dev-set evaluation (``_dev_cells``); ``n`` and ``pairing`` once it has one."""
+
+    n: int | None
+    pairing: str | None
+    """Why it is not paired with the full run's (None: paired, or the full run itself)."""
+
+
+class ComparisonRow(TypedDict):
+    """One variant of comparison.json's ``rows``."""
+
+    variant: str
+    label: str
+    status: str
+    run_dir: str
+    steps: int | None
+    eval_questions: int | None
+    mismatch: list[str]
+    error: str | None
+    metrics: dict[str, MetricCell]
+    """By column key."""
+    dev: DevCell
+
+
+class ComparisonJson(TypedDict):
+    """comparison.json."""
+
+    sweep_dir: str
+    reference: str
+    complete: bool
+    columns: list[dict[str, str]]
+    """Each ``Column``'s fields."""
+    rows: list[ComparisonRow]
+
+
 @dataclass
 class Comparison:
     """The comparison table: ``as_json()`` is comparison.json, ``markdown()`` comparison.md."""
 
     sweep_dir: Path
     columns: list[Column]
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[ComparisonRow] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
         return all(row["status"] == RunStatus.FINISHED for row in self.rows)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ComparisonJson:
         return {
             "sweep_dir": str(self.sweep_dir),
             "reference": str(REFERENCE),
@@ -406,18 +490,18 @@ def _pairing(run: VariantRun, reference: VariantRun) -> tuple[PairedComparison |
 
 def _dev_cells(
     run: VariantRun, reference: VariantRun, count: TokenCounter | None = None
-) -> dict[str, Any]:
+) -> DevCell:
     """A variant's dev-set evaluation: per dataset and pooled, each metric's value and
     interval, its turns per episode, and (against the full run's evaluation of the same
     questions) the paired difference of each of PAIRED_METRICS."""
-    cell: dict[str, Any] = {"status": str(run.dev_status), "error": run.dev_error, "scopes": {}}
+    cell: DevCell = {"status": str(run.dev_status), "error": run.dev_error, "scopes": {}}
     if run.dev is None:
         return cell
     cell["n"] = run.dev.config.get("n")
     paired, cell["pairing"] = _pairing(run, reference)
     summaries: dict[str, Summary] = {**run.dev.datasets, POOLED: run.dev.overall.pooled}
     for scope, summary in summaries.items():
-        values = {}
+        values: dict[str, DevMetric] = {}
         for metric in DEV_METRICS:
             interval = summary.ci.get(metric)
             ci = [interval.low, interval.high] if interval else None
@@ -438,7 +522,7 @@ def _dev_cells(
     return cell
 
 
-def _add_context_tokens(scopes: dict[str, Any], folder: Path, count: TokenCounter) -> None:
+def _add_context_tokens(scopes: dict[str, DevScope], folder: Path, count: TokenCounter) -> None:
     """Each part's observation tokens per episode (grasp/eval/context.py), with its interval."""
     pooled = []
     for scope, part in scopes.items():
@@ -451,11 +535,11 @@ def _add_context_tokens(scopes: dict[str, Any], folder: Path, count: TokenCounte
         scopes[POOLED]["context_tokens"] = _interval_cell(context_tokens(pooled, count))
 
 
-def _interval_cell(interval: ConfidenceInterval) -> dict[str, Any]:
+def _interval_cell(interval: ConfidenceInterval) -> IntervalCell:
     return {"value": interval.mean, "ci": [interval.low, interval.high]}
 
 
-def _cell(key: str, cell: Values | None, reference: Values | None) -> dict[str, Any]:
+def _cell(key: str, cell: Values | None, reference: Values | None) -> MetricCell:
     """One row's entry for one column: value, delta against the reference, interval."""
     if cell is None:
         return {"value": None, "delta": None, "ci": None}

@@ -13,7 +13,7 @@ import shutil
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hydra import compose
 from omegaconf import OmegaConf
@@ -138,15 +138,25 @@ DEV_KEY_FILE = "evaluated.json"
 """In eval_dev/: what it evaluates: n, the datasets and the model's training step."""
 
 
-def dev_eval_key(config: AblateConfig, run_dir: Path) -> dict[str, Any]:
+class DevEvalKey(TypedDict):
+    """What a dev evaluation evaluates (``DEV_KEY_FILE``)."""
+
+    n: int
+    datasets: list[str]
+    steps: int | None
+    """The trained model's step (``RunFolder.recorded_steps``)."""
+
+
+def dev_eval_key(config: AblateConfig, run_dir: Path) -> DevEvalKey:
     """What a dev evaluation of ``run_dir`` must have been run with to count as this one:
     the questions per dataset, the datasets and the trained model's step."""
     steps = RunFolder(run_dir).recorded_steps()
     return {"n": config.dev_n, "datasets": [str(d) for d in config.dev_datasets], "steps": steps}
 
 
-def recorded_dev_key(out: Path) -> dict[str, Any] | None:
-    """The key an existing eval_dev/ was started with; None when it holds nothing yet."""
+def recorded_dev_key(out: Path) -> DevEvalKey | None:
+    """The key an existing eval_dev/ was started with, as written; None when it holds nothing
+    yet."""
     marker = out / DEV_KEY_FILE
     if not marker.is_file():
         return None

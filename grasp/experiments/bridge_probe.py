@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from grasp.corpus.index import CorpusIndex, SearchIndex
 from grasp.data import sample_questions
@@ -61,7 +61,43 @@ def next_hop_queries(question: str, hits: Sequence[Hit], read: Hit, read_text: s
     }
 
 
-def probe(index: SearchIndex, questions: Sequence[Question], k: int = 5) -> dict[str, Any]:
+class ProbeEpisode(TypedDict):
+    """One question lacking a gold paragraph after the first searches."""
+
+    question_id: str
+    question: str
+    missing: list[str]
+    """The missing gold paragraphs' titles."""
+    read: str
+    """The title of the paragraph read."""
+    queries: dict[str, str]
+    """Each candidate query of ``QUERIES``."""
+    names_a_missing_title: bool
+    found: dict[str, dict[str, bool]]
+    """Per candidate query and retriever: whether its search found a missing gold paragraph."""
+
+
+class ProbeReport(TypedDict):
+    """``probe``'s report (its docstring)."""
+
+    k: int
+    questions: int
+    lacking: int
+    names_a_missing_title: int
+    found: dict[str, dict[str, int]]
+    """Per candidate query: the questions it found new gold for, per retriever and either."""
+    deeper: dict[str, int]
+    episodes: list[ProbeEpisode]
+
+
+class BridgeProbeReport(ProbeReport):
+    """``run_probe``'s report: the dataset and split (its first keys), then ``probe``'s."""
+
+    dataset: str
+    split: str
+
+
+def probe(index: SearchIndex, questions: Sequence[Question], k: int = 5) -> ProbeReport:
     """The report: per candidate query and retriever, on how many of the questions lacking a
     gold paragraph after the first searches it found one; the ``deeper`` control; each such
     question's queries and findings (``episodes``)."""
@@ -77,7 +113,7 @@ def probe(index: SearchIndex, questions: Sequence[Question], k: int = 5) -> dict
             text = corpus.paragraph_text(read.paragraph_id)
             queries = next_hop_queries(question.question, hits, read, text)
             lacking.append((question, missing, read, queries, text))
-    episodes = [
+    episodes: list[ProbeEpisode] = [
         {
             "question_id": q.question_id,
             "question": q.question,
@@ -126,7 +162,7 @@ def probe(index: SearchIndex, questions: Sequence[Question], k: int = 5) -> dict
     }
 
 
-def run_probe(config: BridgeProbeConfig) -> dict[str, Any]:
+def run_probe(config: BridgeProbeConfig) -> BridgeProbeReport:
     """``probe`` of the configured split's questions in its index, the report naming both;
     a missing index fails first, saying how to build it."""
     dataset, split = config.dataset, config.split
@@ -143,7 +179,7 @@ def run_probe(config: BridgeProbeConfig) -> dict[str, Any]:
     return {"dataset": str(dataset.name), "split": split, **report}
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: ProbeReport) -> str:
     """The report as a markdown table: new gold found per query and retriever."""
     lacking = report["lacking"]
     lines = [

@@ -30,12 +30,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.baselines import build_baseline_policy
 from grasp.corpus.build import IndexConfig
 from grasp.corpus.index import SearchIndex
-from grasp.corpus.near_duplicates import NearDuplicateConfig
+from grasp.corpus.near_duplicates import NearDuplicateConfig, NearDuplicateReport
 from grasp.data import sample_questions
 from grasp.data.config import read_questions
 from grasp.env.environment import EnvConfig, RetrievalEnvironment, check_top_k
@@ -104,12 +104,25 @@ class RunOutput:
 # --- the runs --------------------------------------------------------------------------------
 
 
+class RunEntry(TypedDict):
+    """One run in the report's ``runs``: its quality (``RunOutput.quality``), stop reasons,
+    time and index."""
+
+    em: float
+    f1: float
+    recall: float
+    stop_reasons: dict[str, float]
+    wall_time_s: float
+    paragraphs: int
+    near_duplicates: NearDuplicateReport | None
+
+
 @dataclass
 class RobustnessReport:
     """What robustness.json holds."""
 
     questions: int
-    runs: dict[str, dict[str, Any]]
+    runs: dict[str, RunEntry]
     injection: dict[str, Any]
     poisoning: dict[str, Any]
     exhaustion: dict[str, Any]
@@ -312,7 +325,7 @@ def summarize_runs(
     )
 
 
-def _run_entry(output: RunOutput) -> dict[str, Any]:
+def _run_entry(output: RunOutput) -> RunEntry:
     return {
         **output.quality,
         "stop_reasons": output.stop_reasons,
@@ -322,7 +335,7 @@ def _run_entry(output: RunOutput) -> dict[str, Any]:
     }
 
 
-def _near_duplicates(index: SearchIndex) -> dict[str, Any] | None:
+def _near_duplicates(index: SearchIndex) -> NearDuplicateReport | None:
     """The index manifest's near-duplicate report (None: detection was off)."""
     manifest = getattr(index, "manifest", None)
     return manifest.corpus.get("near_duplicates") if manifest is not None else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.corpus.corpus import SentenceCorpus
 from grasp.corpus.index import SearchIndex
@@ -99,9 +99,19 @@ def attack_outcome(
     return AttackOutcome(answered, followed)
 
 
+class AttackSuccess(TypedDict):
+    """The injection run's attack success, overall and by kind (shares of its episodes)."""
+
+    attack_success_rate: float
+    answered_target_rate: float
+    followed_call_rate: float
+    by_kind: dict[str, float]
+    episodes: int
+
+
 def attack_success(
     trajectories: Sequence[Trajectory], injections: Sequence[Injection], corpus: SentenceCorpus
-) -> dict[str, Any]:
+) -> AttackSuccess:
     """Attack success rate over the injection run's episodes, overall and by kind."""
     own = {i.question_id: i for i in injections}
     by_paragraph = {}
