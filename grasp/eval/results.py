@@ -22,10 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
-
-if TYPE_CHECKING:  # the ladder's module reads this one
-    from grasp.eval.ladder import LadderSection
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 R = TypeVar("R", bound="JsonRecord")
 
@@ -256,7 +253,7 @@ class DatasetResults(Summary):
     """Episodes that ended in a generation error; None: written before it was recorded."""
     repeated_lines_dropped: int | None = newer_field()
     """Lines of trajectories.jsonl repeating an episode; None: written before it was."""
-    ladder: LadderSection | None = newer_field()
+    ladder: dict[str, Any] | None = newer_field()
     """The evaluation ladder (``grasp.eval.ladder.ladder_section``: retrieval per search call
     by tool, evidence, failure shares); None: written before it was recorded."""
 
@@ -288,7 +285,7 @@ class PooledResults(Summary):
     questions_rolled_out: int
     questions_timed: int
     wall_time_per_question_s: Mean
-    ladder: LadderSection | None = newer_field()
+    ladder: dict[str, Any] | None = newer_field()
     """The datasets' ladders pooled (``grasp.eval.ladder.pool_sections``); None: written
     before it was recorded, or some dataset has none."""
 
@@ -297,7 +294,7 @@ class PooledResults(Summary):
         cls,
         summary: Summary,
         datasets: Sequence[DatasetResults],
-        ladder: LadderSection | None = None,
+        ladder: dict[str, Any] | None = None,
     ) -> PooledResults:
         """``summary`` of the pooled episodes, with the datasets' seconds and questions summed
         (and ``ladder``, their ladders pooled)."""
