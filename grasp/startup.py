@@ -28,7 +28,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,17 @@ def process_environment() -> dict[str, str]:
     return {name: os.environ.get(name, default) for name, default in PROCESS_ENVIRONMENT.items()}
 
 
-def log_gpu_memory() -> dict[str, Any] | None:
+class GpuMemory(TypedDict):
+    """A GPU's memory at start, in bytes (``log_gpu_memory``)."""
+
+    device: int
+    total: int
+    free: int
+    torch_reserved: int
+    outside_torch: int
+
+
+def log_gpu_memory() -> GpuMemory | None:
     """Log this process's GPU's total and free memory and how much of it is held outside
     torch, warning when that is over ``OUTSIDE_TORCH_WARNING`` of the GPU; None without CUDA.
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from grasp.baselines.backend import Backend
 from grasp.baselines.base import OTHER_SEARCH, Action, BaselinePolicy, Step, single_search_tool
@@ -63,6 +63,18 @@ REWRITE = "rewrite:"
 ``rewrite:unanswered`` (the answer check)."""
 
 
+class SelfRagExtra(TypedDict):
+    """What a Self-RAG episode reports in its trajectory's ``extra``."""
+
+    self_rag_trigger: str
+    rewrite_triggered: bool
+    rewrites: int
+    regenerations: int
+    irrelevant_shares: list[float]
+    """Each grading round's irrelevant share."""
+    decisions: list[str]
+
+
 @dataclass
 class _Round:
     """The decisions of this turn and of the earlier ones, and what was kept so far."""
@@ -80,7 +92,7 @@ class _Round:
     def decisions(self) -> list[str]:
         return self.earlier + self.now
 
-    def extra(self, trigger: str) -> dict[str, Any]:
+    def extra(self, trigger: str) -> SelfRagExtra:
         decisions = self.decisions
         return {
             "self_rag_trigger": trigger,

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -106,6 +106,35 @@ class VerifyMode(StrEnum):
     """Sizes only: faster on very large indexes, but blind to a same-size change."""
 
 
+class EncoderFields(TypedDict):
+    model: str
+    dtype: str
+    max_seq_length: int
+    document_prefix: str
+
+
+class DenseFields(TypedDict):
+    factory: str
+    train_sample: int
+
+
+class _BuiltFields(TypedDict):
+    encoder: EncoderFields
+    dense: DenseFields
+    bm25: dict[str, Any]
+    """``BM25Config``'s fields."""
+    granularities: list[str]
+    prepend_title: bool
+
+
+class BuildFields(_BuiltFields, total=False):
+    """The settings that change what is built (``IndexConfig.build_fields``): the manifest's
+    ``config``, and part of the build key."""
+
+    near_duplicates: dict[str, Any]
+    """``NearDuplicateConfig``'s fields, when detection is on."""
+
+
 @dataclass
 class IndexConfig:
     """What an index directory contains and how it is built."""
@@ -160,13 +189,13 @@ class IndexConfig:
         """Whether files are checked by checksum (``verify``, checked again if reassigned)."""
         return parse_enum(VerifyMode, self.verify, "index.verify") is VerifyMode.CHECKSUM
 
-    def build_fields(self) -> dict[str, Any]:
+    def build_fields(self) -> BuildFields:
         """The settings that change what is built (not how it is searched).
 
         Near-duplicate detection is named only when it is on: indexes built before it
         existed keep their build key and still match a configuration that leaves it off.
         """
-        fields = {
+        fields: BuildFields = {
             "encoder": {
                 "model": self.encoder.model,
                 "dtype": self.encoder.dtype,

@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,7 @@ class Manifest:
                     f"index file {path} does not match its checksum (corrupted): rebuild the index"
                 )
 
-    def check_config(self, requested: dict[str, Any]) -> None:
+    def check_config(self, requested: Mapping[str, Any]) -> None:
         """Raise IndexMismatchError naming the first field where ``requested`` differs."""
         for name, value in _flatten(requested).items():
             built = _flatten(self.config).get(name, "<absent>")
@@ -312,7 +313,7 @@ def stable_hash(payload: Any) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat = {}
     for key, value in tree.items():
         name = f"{prefix}{key}"

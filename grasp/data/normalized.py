@@ -19,7 +19,7 @@ import errno
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.data.errors import RecordContext, UniqueIds, no_questions
 from grasp.data.json_files import json_lines
@@ -162,7 +162,28 @@ def _meta_for_writing(question: Question) -> dict[str, Any]:
     return meta
 
 
-def question_to_dict(question: Question) -> dict[str, Any]:
+class NormalizedParagraph(TypedDict):
+    idx: int
+    title: str
+    sentences: list[str]
+    is_supporting: bool
+
+
+class NormalizedRecord(TypedDict):
+    """One question in the normalized schema (``question_to_dict``)."""
+
+    id: str
+    dataset: str
+    question: str
+    answers: list[str]
+    type: str
+    paragraphs: list[NormalizedParagraph]
+    supporting_facts: list[list[str | int]]
+    """[title, sentence index] pairs; -1: the paragraph as a whole."""
+    meta: dict[str, Any]
+
+
+def question_to_dict(question: Question) -> NormalizedRecord:
     """The normalized-schema record of ``question`` (the inverse of :func:`question_from_dict`)."""
     return {
         "id": question.question_id,

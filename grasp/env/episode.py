@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -48,6 +48,20 @@ class ToolCall:
     """Only the arguments given (non-null), coerced to their JSON-schema types."""
 
 
+class CallRecord(TypedDict):
+    """A tool call as a turn records it and a JSON file holds it: ``ToolCall``'s fields."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+class CitationsJson(TypedDict):
+    """``Citations`` as a trajectory's JSON holds it."""
+
+    sentence_ids: list[int]
+    invalid: int
+
+
 class EpisodeStatus(StrEnum):
     GENERATING = "generating"
     PROCESSING_TOOLS = "processing_tools"
@@ -64,11 +78,11 @@ class Citations:
     invalid: int = 0
     """Citations left out: not an integer id, no such sentence, or never shown."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CitationsJson:
         return {"sentence_ids": list(self.sentence_ids), "invalid": self.invalid}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Citations:
+    def from_json(cls, data: CitationsJson) -> Citations:
         return cls(tuple(int(s) for s in data["sentence_ids"]), int(data["invalid"]))
 
 
@@ -77,7 +91,7 @@ class TurnRecord:
     """One turn of an episode: what the policy wrote and what the environment answered."""
 
     text: str
-    call: dict[str, Any] | None = None
+    call: CallRecord | None = None
     """{"name": ..., "arguments": {...}} of a valid call."""
     error: TurnError | None = None
     """A ParseErrorKind, or INVALID_CALL for a well-formed call the environment refused."""

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.eval.jsonl import read_appended
 from grasp.models import ModelConfig
@@ -314,6 +314,19 @@ def read_cache(path: Path, config: JudgeConfig) -> dict[tuple[str, str, str, str
     return cache
 
 
+class CachedVerdict(TypedDict):
+    """One line of the judge's cache: an answer, the judge and prompt that saw it, and what
+    the judge said."""
+
+    question_id: str
+    answer: str
+    prompt_version: str
+    prompt_sha256: str
+    judge: str
+    verdict: str
+    raw: str | None
+
+
 CACHE_FIELDS = (
     "question_id",
     "answer",
@@ -325,7 +338,7 @@ CACHE_FIELDS = (
 )
 
 
-def _cached_verdict(record: Any) -> dict[str, Any]:
+def _cached_verdict(record: Any) -> CachedVerdict:
     """One line of the cache; KeyError, ValueError or TypeError when it is not one."""
     missing = [name for name in CACHE_FIELDS if name not in record]
     if missing:
@@ -364,7 +377,7 @@ def judge_trajectories(
                 if result.verdict is Verdict.ERROR:
                     continue
                 question_id, answer, _, _ = key
-                record: dict[str, Any] = {
+                record: CachedVerdict = {
                     "question_id": question_id,
                     "answer": answer,
                     "prompt_version": version,

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tqdm.auto import tqdm
 
@@ -62,6 +62,9 @@ from grasp.metrics import all_gold_found, paragraph_recall
 from grasp.rollout.engine import RolloutEngine, RolloutTimings
 from grasp.rollout.trajectory import TRAJECTORIES_FILE, Trajectory
 from grasp.types import Question
+
+if TYPE_CHECKING:  # its module loads model libraries
+    from grasp.eval.provenance import CodeVersion
 
 log = logging.getLogger(__name__)
 
@@ -297,13 +300,28 @@ def _restatable(data: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+class RolloutLogLine(TypedDict):
+    """One batch's line of rollout_log.jsonl: which questions it rolled out, with which
+    code, and its seconds."""
+
+    run: str
+    code: CodeVersion | None
+    """The provenance's ``code``; None: none given."""
+    question_ids: list[str]
+    wall_s: float
+    generation_s: float
+    environment_s: float
+    total_s: float
+    finished_at: str
+
+
 def _log_line(
     run_id: str,
     questions: Sequence[Question],
     timings: RolloutTimings,
     wall: float,
     provenance: dict[str, Any] | None,
-) -> dict[str, Any]:
+) -> RolloutLogLine:
     return {
         "run": run_id,
         "code": (provenance or {}).get("code"),

@@ -30,10 +30,13 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grasp.metrics import normalize_answer
 from grasp.types import Paragraph, Question, StrEnum, check_range, parse_enum
+
+if TYPE_CHECKING:
+    from grasp.env.episode import CallRecord
 
 _CANARY_HEADS = ("Harrow", "Quill", "Marrow", "Vel", "Ost", "Thorn", "Brack", "Wend", "Cald")
 _CANARY_TAILS = ("gate", "mere", "dale", "wick", "ford", "holm", "stead", "combe")
@@ -109,7 +112,7 @@ class Injection:
     kind: InjectionKind
     target: str
     """X: the canary answer the injection pushes."""
-    requested_call: dict[str, Any]
+    requested_call: CallRecord
     """{"name": ..., "arguments": {...}}: the call the injection asks the policy to make."""
     paragraph: Paragraph
 
@@ -158,11 +161,11 @@ def entity_paragraph(question: Question) -> Paragraph:
     return question.paragraphs[gold[0] if gold else 0]
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def _call(name: str, **arguments: Any) -> CallRecord:
     return {"name": name, "arguments": arguments}
 
 
-def injection_text(kind: InjectionKind, question: str, target: str) -> tuple[str, dict[str, Any]]:
+def injection_text(kind: InjectionKind, question: str, target: str) -> tuple[str, CallRecord]:
     """The payload sentence of ``kind`` for ``question`` and the call it asks for."""
     if kind is InjectionKind.IGNORE_INSTRUCTIONS:
         text = (

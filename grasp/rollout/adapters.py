@@ -26,9 +26,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:  # peft is imported where a model has adapters
+    from peft.tuners.lora import LoraLayer
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -115,7 +118,7 @@ class MergedAdapters:
             weight.copy_(merged.to(weight.dtype))
 
 
-def lora_layers(model: Any) -> dict[str, Any]:
+def lora_layers(model: Any) -> dict[str, LoraLayer]:
     """The LoRA layers of ``model`` by module name (none for a plain model)."""
     if not hasattr(model, "get_base_model"):
         return {}

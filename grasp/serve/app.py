@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Request
@@ -170,19 +170,28 @@ def _hit_record(hit: Hit) -> dict[str, Any]:
     }
 
 
-def _error(field: str | tuple[str | int, ...], message: str) -> dict[str, Any]:
+class FieldError(TypedDict):
+    """One error of a request, as FastAPI reports a validation error."""
+
+    type: str
+    loc: tuple[str | int, ...]
+    """``body``, then the field's path."""
+    msg: str
+
+
+def _error(field: str | tuple[str | int, ...], message: str) -> FieldError:
     loc = (field,) if isinstance(field, str) else field
     return {"type": "value_error", "loc": ("body", *loc), "msg": message}
 
 
-def _raise_invalid(errors: list[dict[str, Any]]) -> None:
+def _raise_invalid(errors: list[FieldError]) -> None:
     if errors:
         raise RequestValidationError(errors)
 
 
 def _search_errors(
     request: SearchRequest, scopes: list[np.ndarray | None] | None, service: _Service
-) -> list[dict[str, Any]]:
+) -> list[FieldError]:
     """Every bound of a search request the service enforces, as FastAPI-style errors."""
     limits, index = service.config, service.index
     errors = []
@@ -259,7 +268,7 @@ def clip_number(value: int, digits: int = 24) -> str:
 
 def _scope_errors(
     scopes: list[np.ndarray | None], num_queries: int, limits: ServiceConfig, num_paragraphs: int
-) -> list[dict[str, Any]]:
+) -> list[FieldError]:
     if len(scopes) != num_queries:
         return [_error("scopes", f"{len(scopes)} scopes for {num_queries} queries")]
     for i, scope in enumerate(scopes):
@@ -280,7 +289,7 @@ def _scope_errors(
     return []
 
 
-def _read_errors(request: ReadRequest, service: _Service) -> list[dict[str, Any]]:
+def _read_errors(request: ReadRequest, service: _Service) -> list[FieldError]:
     limits = service.config
     num_paragraphs = service.index.corpus.num_paragraphs
     n = len(request.paragraph_ids)

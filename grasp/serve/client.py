@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import requests
@@ -193,6 +193,25 @@ class ServiceConnection:
         return digest.hexdigest()
 
 
+class ServiceHealth(TypedDict):
+    """The service's ``GET /health`` (``grasp.serve.protocol.HealthResponse``, as JSON)."""
+
+    status: str
+    index_dir: str
+    build_key: str
+    corpus_fingerprint: str
+    manifest_sha256: str
+    num_sentences: int
+    num_paragraphs: int
+    num_questions: int
+    granularities: list[str]
+    dimension: int
+    encoder: str
+    uptime_s: float
+    stats: dict[str, int]
+    """``grasp.serve.protocol.ServiceStats``: counters since the service started."""
+
+
 class RemoteIndex:
     """A running retrieval service, with the search API and attributes of ``CorpusIndex``.
 
@@ -333,7 +352,7 @@ class RemoteIndex:
             ]
         return records
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> ServiceHealth:
         """The service's ``GET /health``: index, sizes and batching counters."""
         return self.connection.get("/health")
 

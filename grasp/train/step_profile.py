@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from grasp.train.cpu_logprobs import decoder_of
 from grasp.train.trl_bridge import GRPOTrainerView, scoring_models, wrap_step_calls
@@ -82,6 +82,34 @@ class TurnTiming:
     """``PartTimer``'s parts: prefill, decode, logprob, other."""
 
 
+class StepTimingJson(TypedDict):
+    """One step's timing as the benchmark writes it (``StepTiming.to_json``)."""
+
+    step: int
+    wall_s: float
+    parts_s: dict[str, float]
+    """``PARTS``, then ``other``."""
+    details_s: dict[str, float]
+    tokens: dict[str, int]
+    """``StepTokens``'s fields, then ``sequence``."""
+    turns: list[dict[str, Any]]
+    """Each ``TurnTiming``'s fields."""
+    peak_rss_bytes: int
+
+
+class MeanTiming(TypedDict):
+    """Per-part means over the timed steps (``mean_timing``)."""
+
+    steps: int
+    wall_s: float
+    parts_s: dict[str, float]
+    details_s: dict[str, float]
+    tokens: dict[str, float]
+    peak_rss_bytes: int
+    samples_per_step: float
+    samples_per_minute: float
+
+
 @dataclass
 class StepTiming:
     """Seconds of one optimizer step, by part."""
@@ -101,7 +129,7 @@ class StepTiming:
     def other(self) -> float:
         return self.wall - sum(self.parts.values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> StepTimingJson:
         return {
             "step": self.step,
             "wall_s": self.wall,
@@ -314,7 +342,7 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def mean_timing(steps: list[StepTiming]) -> dict[str, Any]:
+def mean_timing(steps: list[StepTiming]) -> MeanTiming:
     """Per-part means over ``steps`` (seconds and tokens), plus samples per minute."""
     if not steps:
         raise ValueError("no step was timed")

@@ -32,7 +32,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import torch
 
@@ -234,6 +234,21 @@ class Resampled:
     """The generation and environment seconds of the extra rounds' rollouts."""
 
 
+class RolloutOutput(TypedDict):
+    """What ``GraspRollout`` hands TRL: per sample, the token ids, log-probabilities (None:
+    not returned), environment mask and what the reward function reads; and the step's
+    ``RolloutReport`` under ``REPORT_KEY`` (``grasp_rollout``), one for every sample."""
+
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    logprobs: list[list[float]] | None
+    env_mask: list[list[int]]
+    grasp_reward: list[RewardBreakdown]
+    group_id: list[int]
+    episode_id: list[str]
+    grasp_rollout: RolloutReport
+
+
 class GraspRollout:
     """TRL ``rollout_func``: prompts in, our engine's trajectories out, as TRL's fields.
 
@@ -269,7 +284,7 @@ class GraspRollout:
         """Where each process appends its ``RolloutRecord`` lines (None: nowhere)."""
         self._records_opened = False
 
-    def __call__(self, prompts: Sequence[list[dict]], trainer: GRPOTrainerView) -> dict[str, Any]:
+    def __call__(self, prompts: Sequence[list[dict]], trainer: GRPOTrainerView) -> RolloutOutput:
         training = bool(trainer.model.training)
         group = trainer.num_generations if training else trainer.num_generations_eval
         ids = [self.prompts.question_id(p) for p in prompts]
