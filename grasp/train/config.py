@@ -151,18 +151,21 @@ class GRPOSettings:
     appended since the previous turn, continuing its KV cache (``HFPolicy(reuse_cache=True)``),
     instead of re-encoding the whole episode. Same distribution; other rounding (false:
     every turn prefilled whole)."""
-    rollout_weights: str = "merged"
+    rollout_weights: str = "adapters"
     """What transformers rollouts and the run's evaluations of a LoRA policy generate with
-    (a ``RolloutWeights``): merged, a copy of the weights with the adapters merged in, brought
-    up to date after each optimizer step (``grasp.rollout.adapters.MergedAdapters``: the
-    same model up to one rounding per weight, as TRL's vLLM rollouts and our evaluations of
-    committed adapters play it); adapters, the trained model itself, its adapters unmerged
-    (two more small matmuls per adapted layer and decoding step)."""
-    rollout_native_gqa: bool = True
+    (a ``RolloutWeights``): adapters, the trained model itself, its adapters unmerged; merged,
+    a copy of the weights with the adapters merged in, brought up to date after each optimizer
+    step (``grasp.rollout.adapters.MergedAdapters``: the same model up to one rounding per
+    weight). Merged decodes 1.9x faster alone (a bfloat16 SmolLM2 with r=8 adapters, 12 rows
+    of 300 tokens), but cpu_grasp_v2's rollouts were no faster with it
+    (results/bench/train_step-cpu_grasp_v2.json: 78.1 s against 75.5 s), so the default
+    samples from the trained model itself."""
+    rollout_native_gqa: bool = False
     """Transformers rollouts and the run's evaluations on the CPU: attention with a mask runs
     grouped-query attention natively (the same numbers; 1.6-1.9x faster prefill attention
-    against a continued cache, ``grasp.rollout.hf_decode.grouped_query_attention``); false
-    copies the key/value heads first, as transformers does by default."""
+    against a continued cache alone, ``grasp.rollout.hf_decode.grouped_query_attention``; no
+    faster in cpu_grasp_v2's rollouts, with merged weights); false copies the key/value heads
+    first, as transformers does by default."""
     loss_logprobs: str = "rows"
     """How the loss's log-probabilities are computed on CPU (a ``LossLogprobs``,
     grasp/train/cpu_logprobs.py): rows, each row without its padding and the LM head only at
