@@ -49,7 +49,7 @@ browser: install
 # Two workers, one core each (tests/conftest.py), a test file per worker at a time: a file's
 # module-scoped fixtures (models, trained runs) are built once.
 test: install browser
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --durations=20
 
 lint: install
 	$(VENV)/bin/ruff check grasp scripts tests

@@ -40,6 +40,7 @@ from grasp.types import (
     SupportingFact,
 )
 
+
 def pytest_configure(config: pytest.Config) -> None:
     """Pin an xdist worker (gw0, gw1...) to one core, torch to one thread on it."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")

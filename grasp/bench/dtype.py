@@ -64,12 +64,20 @@ class DtypeRow(_DtypeTimings, total=False):
 
 
 class DtypeSettings(TypedDict):
+    """The benchmark's settings, as the report records them (``BenchDtypeConfig``'s)."""
+
     matmul_size: int
+    """The square matmul's side."""
     sentences: int
+    """Sentences the encoder embeds."""
     generate_rows: int
+    """Rows generated at once."""
     new_tokens: int
+    """Tokens generated per row."""
     model: str
+    """The policy model."""
     encoder: str
+    """The sentence encoder."""
 
 
 class DtypeReport(TypedDict):

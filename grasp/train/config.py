@@ -156,8 +156,8 @@ class GRPOSettings:
     (a ``RolloutWeights``): adapters, the trained model itself, its adapters unmerged; merged,
     a copy of the weights with the adapters merged in, brought up to date after each optimizer
     step (``grasp.rollout.adapters.MergedAdapters``: the same model up to one rounding per
-    weight). Merged decodes 1.9x faster alone (a bfloat16 SmolLM2 with r=8 adapters, 12 rows
-    of 300 tokens), but cpu_grasp_v2's rollouts were no faster with it
+    weight). Merged generates 1.2-1.6x faster alone (results/bench/adapters.json), but
+    cpu_grasp_v2's rollouts were no faster with it
     (results/bench/train_step-cpu_grasp_v2.json: 78.1 s against 75.5 s), so the default
     samples from the trained model itself."""
     rollout_native_gqa: bool = False
