@@ -5,10 +5,13 @@ check fails CI when a commit pushes the tracked files over ``BUDGET_BYTES``, com
 finished evaluation's trajectories uncompressed (``python scripts/compress_results.py``
 stores them as .xz), or keeps more training checkpoints than a run in progress needs.
 
-A run that outlasts a session is continued from the repository, so its latest checkpoint
-(adapter, optimizer and scheduler state) is committed while it trains; that checkpoint is
-counted apart (``CHECKPOINT_BYTES``), one per unfinished run, and goes once the run's
-``final/`` is in. Skipped outside a git checkout (an unpacked archive has no index).
+A run that outlasts a session is continued from the repository, so what resumes it is
+committed while it trains: its latest checkpoint (adapter, optimizer and scheduler state) and
+the warm start's adapter that checkpoint's adapter is trained on top of, both in float32 as
+the run uses them. They are counted apart (``CHECKPOINT_BYTES``, ``WARM_START_BYTES``), for an
+unfinished run only: once its ``final/`` is in, the checkpoint goes and both adapters count
+(a finished run stores them in bfloat16). Skipped outside a git checkout (an unpacked archive
+has no index).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ CHECKPOINT_BYTES = 35_000_000
 """One LoRA checkpoint of a CPU run: a rank-8 SmolLM2 adapter and its AdamW state, 29 MB."""
 PLAIN_LIMIT_BYTES = 1_000_000
 """A tracked trajectories.jsonl under results/ larger than this should be stored as .xz."""
+WARM_START_BYTES = 10_000_000
+"""The float32 warm-start adapter of a CPU run in progress: rank-8 LoRA on SmolLM2, 9.8 MB."""
 CHECKPOINT = re.compile(r"^(results/.+)/checkpoints/(checkpoint-\d+)/")
+WARM_START_ADAPTER = "warm_start/adapter/"
 
 
 def _tracked() -> dict[str, int]:
@@ -57,9 +63,20 @@ def checkpoints_by_run(sizes: dict[str, int]) -> dict[str, dict[str, int]]:
     return runs
 
 
+def resume_state(sizes: dict[str, int]) -> set[str]:
+    """The tracked files that resume an unfinished run: its checkpoint and its warm start's
+    adapter (a run is unfinished while it keeps a checkpoint and no final/)."""
+    names = {n for n in sizes if CHECKPOINT.match(n)}
+    for run in checkpoints_by_run(sizes):
+        if f"{run}/final/adapter_config.json" not in sizes:
+            names |= {n for n in sizes if n.startswith(f"{run}/{WARM_START_ADAPTER}")}
+    return names
+
+
 def test_the_tracked_files_fit_the_budget():
     sizes = _tracked()
-    rest = {n: s for n, s in sizes.items() if not CHECKPOINT.match(n)}
+    apart = resume_state(sizes)
+    rest = {n: s for n, s in sizes.items() if n not in apart}
     total = sum(rest.values())
     largest = sorted(rest, key=rest.get, reverse=True)[:5]
     assert total <= BUDGET_BYTES, (
@@ -77,6 +94,9 @@ def test_only_an_unfinished_run_keeps_a_checkpoint_and_only_its_latest():
         )
         (size,) = checkpoints.values()
         assert size <= CHECKPOINT_BYTES, f"{run}: a checkpoint of {size:,} B"
+        prefix = f"{run}/{WARM_START_ADAPTER}"
+        adapter = sum(s for n, s in sizes.items() if n.startswith(prefix))
+        assert adapter <= WARM_START_BYTES, f"{run}: a warm-start adapter of {adapter:,} B"
 
 
 def test_checkpoints_are_grouped_by_run_and_step():
@@ -91,6 +111,21 @@ def test_checkpoints_are_grouped_by_run_and_step():
         "results/a": {"checkpoint-5": 30},
         "results/ab/x": {"checkpoint-10": 1},
     }
+
+
+def test_a_runs_warm_start_adapter_is_counted_apart_only_while_the_run_is_unfinished():
+    training = {
+        "results/a/checkpoints/checkpoint-5/optimizer.pt": 20,
+        "results/a/warm_start/adapter/adapter_model.safetensors": 10,
+        "results/a/warm_start/episodes.jsonl": 3,
+        "results/b/warm_start/adapter/adapter_model.safetensors": 10,  # no checkpoint
+    }
+    assert resume_state(training) == {
+        "results/a/checkpoints/checkpoint-5/optimizer.pt",
+        "results/a/warm_start/adapter/adapter_model.safetensors",
+    }
+    finished = {**training, "results/a/final/adapter_config.json": 1}
+    assert resume_state(finished) == {"results/a/checkpoints/checkpoint-5/optimizer.pt"}
 
 
 def test_no_large_trajectory_file_is_committed_uncompressed():
