@@ -102,12 +102,13 @@ def minilm_tokenizer_dir(given: Path | None) -> Path:
 
 
 def prepare(setup: TrainSetup, policy_tokenizer: Path | None, encoder_tokenizer: Path | None):
-    """Write the random policy, the random encoder and the questions (once per ``work``)."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
+    """Write the random policy, the random encoder and the questions (once per ``work``):
+    the later phases find them written and import neither torch nor transformers."""
     setup.work.mkdir(parents=True, exist_ok=True)
     if not (setup.policy / MODEL_CONFIG_FILE).is_file():
+        import torch
+        from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
         tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(policy_tokenizer))
         shape = DRY_POLICY if setup.dry_run else POLICY
         config = Qwen2Config(
