@@ -299,16 +299,12 @@ def _stop_on(signum: int, frame: Any) -> None:
 
 
 def run_child(args: argparse.Namespace) -> int:
-    """One phase, in this process: its result to ``args.part``, after each part and at the end."""
+    """One phase, in this process: its result to ``args.part``, after each part and at the end.
+
+    A training phase imports no torch here: its work is ``scripts/train.py``'s, in a process
+    of its own (``grasp.bench.gpu_train``), and torch's import alone costs seconds of CPU."""
     end_descendants_on_termination()
-    import torch
-
-    from grasp.bench import gpu
-    from grasp.bench.gpu_train import TrainSetup, train_phase
-
     deadline = time.monotonic() + args.cap_s
-    device = torch.device("cpu" if args.dry_run else "cuda:0")
-    shapes = gpu.DRY if args.dry_run else gpu.PAPER
 
     def progress(result: dict) -> None:
         tmp = args.part.with_name(args.part.name + ".tmp")
@@ -316,28 +312,19 @@ def run_child(args: argparse.Namespace) -> int:
         os.replace(tmp, args.part)
 
     section, _, key = args.phase.partition(".")
-    phases: dict[str, Callable[[], dict]] = {
-        "grpo_step": lambda: gpu.grpo_phase(
-            "lora" if key == "lora" else "full",
-            gpu.model_config(args.dry_run),
-            shapes,
-            device,
-            progress,
-        ),
-        "rollout_hf": lambda: gpu.rollout_phase(
-            gpu.model_config(args.dry_run), shapes, device, progress
-        ),
-        "dense_search": lambda: gpu.dense_phase(shapes, device),
-        "train": lambda: train_phase(
-            key,
-            TrainSetup(args.work, "cpu" if args.dry_run else "cuda", args.dry_run),
-            deadline,
-            args.policy_tokenizer,
-            args.encoder_tokenizer,
-        ),
-    }
     try:
-        result = phases[section]()
+        if section == "train":
+            from grasp.bench.gpu_train import TrainSetup, train_phase
+
+            result = train_phase(
+                key,
+                TrainSetup(args.work, "cpu" if args.dry_run else "cuda", args.dry_run),
+                deadline,
+                args.policy_tokenizer,
+                args.encoder_tokenizer,
+            )
+        else:
+            result = _model_phase(section, key, args.dry_run, progress)
     except Exception as error:  # noqa: BLE001 - recorded as the phase's error
         result = {
             "error": f"{type(error).__name__}: {error}"[:500],
@@ -345,6 +332,31 @@ def run_child(args: argparse.Namespace) -> int:
         }
     progress(result)
     return 0
+
+
+def _model_phase(section: str, key: str, dry_run: bool, progress: Callable[[dict], None]) -> dict:
+    """Run one of ``grasp.bench.gpu``'s phases (``grpo_step``, ``rollout_hf``,
+    ``dense_search``) in this process."""
+    import torch
+
+    from grasp.bench import gpu
+
+    device = torch.device("cpu" if dry_run else "cuda:0")
+    shapes = gpu.DRY if dry_run else gpu.PAPER
+    phases: dict[str, Callable[[], dict]] = {
+        "grpo_step": lambda: gpu.grpo_phase(
+            "lora" if key == "lora" else "full",
+            gpu.model_config(dry_run),
+            shapes,
+            device,
+            progress,
+        ),
+        "rollout_hf": lambda: gpu.rollout_phase(
+            gpu.model_config(dry_run), shapes, device, progress
+        ),
+        "dense_search": lambda: gpu.dense_phase(shapes, device),
+    }
+    return phases[section]()
 
 
 def parser(description: str | None) -> argparse.ArgumentParser:

@@ -102,12 +102,13 @@ def minilm_tokenizer_dir(given: Path | None) -> Path:
 
 
 def prepare(setup: TrainSetup, policy_tokenizer: Path | None, encoder_tokenizer: Path | None):
-    """Write the random policy, the random encoder and the questions (once per ``work``)."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
+    """Write the random policy, the random encoder and the questions (once per ``work``):
+    the later phases find them written and import neither torch nor transformers."""
     setup.work.mkdir(parents=True, exist_ok=True)
     if not (setup.policy / MODEL_CONFIG_FILE).is_file():
+        import torch
+        from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
         tokenizer = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(policy_tokenizer))
         shape = DRY_POLICY if setup.dry_run else POLICY
         config = Qwen2Config(
@@ -164,10 +165,11 @@ def overrides(setup: TrainSetup, name: str, lora: bool, steps: int) -> list[str]
     """scripts/train.py's arguments for run ``name``."""
     gpu = setup.device.startswith("cuda")
     dtype = "bfloat16" if gpu else "float32"
-    if setup.dry_run:  # only shows that every part runs: one short warm-start pass, 4 rollouts
+    if setup.dry_run:  # only shows that every part runs: one short warm-start pass, and per
+        # step one group of 2 rollouts (its own advantages, loss and update)
         sizes = ["warm_start.questions=2", "warm_start.epochs=1"]
         sizes += ["rollout.sampling.max_new_tokens=8", "grpo.num_generations=2"]
-        sizes += ["grpo.gradient_accumulation_steps=1"]
+        sizes += ["grpo.questions_per_step=1", "grpo.gradient_accumulation_steps=1"]
     else:
         # The warm start plays every training question (the smoke split's 8) and the random
         # model learns those episodes by heart (WARM_EPOCHS): sampled at temperature 1, its

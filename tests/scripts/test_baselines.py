@@ -91,7 +91,7 @@ def test_the_sweep_composes_as_evaluate_py_with_policy_hf(hydra_configs):
         },
     }
     assert swept.pop("matched_context") == {
-        "sweep": None,
+        "sweep": "results/baselines/k_sweep_hybrid",
         "baseline": "single_step_hybrid",
         "metrics": ["recall", "answer_in_evidence", "em", "f1"],
     }

@@ -12,7 +12,8 @@ from service_fixture import TEST_LIMITS, serve
 from grasp.corpus import CorpusIndex, IndexConfig, IndexMismatchError, build_index
 from grasp.corpus.manifest import MANIFEST_FILE, file_sha256
 from grasp.serve.agreement import hits_difference
-from grasp.serve.client import RemoteIndex, ServiceRequestError
+from grasp.serve.client import RemoteIndex, ServiceHealth, ServiceRequestError
+from grasp.serve.protocol import HealthResponse, ServiceStats
 from grasp.types import Granularity, Retriever
 
 QUERIES = [
@@ -54,6 +55,14 @@ def test_an_empty_scope_finds_nothing_as_in_process(remote, tiny_index):
     scopes = [np.zeros(0, dtype=np.int32)]
     assert remote.search(QUERIES[:1], Retriever.DENSE, 3, scopes=scopes) == [[]]
     assert tiny_index.search(QUERIES[:1], Retriever.DENSE, 3, scopes=scopes) == [[]]
+
+
+def test_the_clients_health_type_names_what_the_service_answers(remote):
+    # The client needs only requests, not pydantic: ServiceHealth mirrors HealthResponse.
+    health = remote.health()
+    assert set(health) == set(ServiceHealth.__annotations__) == set(HealthResponse.model_fields)
+    assert set(health["stats"]) == set(ServiceStats.model_fields)
+    assert health["status"] == "ok" and health["num_questions"] == remote.corpus.num_questions
 
 
 def test_long_query_lists_are_split_into_requests_within_the_limit(remote, tiny_index):
