@@ -63,12 +63,17 @@ def checkpoints_by_run(sizes: dict[str, int]) -> dict[str, dict[str, int]]:
     return runs
 
 
+def finished(run: str, sizes: dict[str, int]) -> bool:
+    """Whether ``run`` has its final/ committed."""
+    return f"{run}/final/adapter_config.json" in sizes
+
+
 def resume_state(sizes: dict[str, int]) -> set[str]:
     """The tracked files that resume an unfinished run: its checkpoint and its warm start's
     adapter (a run is unfinished while it keeps a checkpoint and no final/)."""
     names = {n for n in sizes if CHECKPOINT.match(n)}
     for run in checkpoints_by_run(sizes):
-        if f"{run}/final/adapter_config.json" not in sizes:
+        if not finished(run, sizes):
             names |= {n for n in sizes if n.startswith(f"{run}/{WARM_START_ADAPTER}")}
     return names
 
@@ -89,7 +94,7 @@ def test_only_an_unfinished_run_keeps_a_checkpoint_and_only_its_latest():
     sizes = _tracked()
     for run, checkpoints in checkpoints_by_run(sizes).items():
         assert len(checkpoints) == 1, f"{run}: commit only its latest checkpoint, not {checkpoints}"
-        assert f"{run}/final/adapter_config.json" not in sizes, (
+        assert not finished(run, sizes), (
             f"{run} is finished (final/ is committed): its checkpoint can go"
         )
         (size,) = checkpoints.values()
